@@ -1,0 +1,80 @@
+import { Command, CommanderError, Option } from 'commander';
+import { readFileSync } from 'node:fs';
+import { outcome } from '../commands/support/action.js';
+import { ReconError, UsageError } from '../src/errors.js';
+import { registerAll } from '../commands/index.js';
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+  return pkg.version;
+}
+
+export function buildProgram(): Command {
+  const program = new Command('recon')
+    .description('Reconcile side effects whose outcome is unknown: find out what the provider did, finish it exactly once.')
+    .version(version(), '-V, --version')
+    .option('--db <url>', 'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, pglite:.recon/db)')
+    .option('--config <file>', 'config file (default: RECON_CONFIG, else ./recon.config.json)')
+    .option('--json', 'machine output: one JSON document on stdout', false)
+    .option('--no-color', 'no colours (also NO_COLOR)')
+    .option('--actor <name>', 'who is acting, for the audit trail (default: RECON_ACTOR, else user@host)')
+    .option('--yes', 'skip confirmations', false)
+    .addOption(new Option('-q, --quiet', 'no progress or notes on stderr').default(false))
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) })
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ recon demo                          play the incidents on a throw-away store
+  $ recon ops list --unresolved         what is not finished
+  $ recon run --json                    one reconciliation pass (cron: alert on exit 8)
+
+Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
+            5 provider unavailable, 6 store locked or unreachable, 8 needs a human`,
+    );
+  registerAll(program);
+  // Every subcommand inherits the override so commander never calls process.exit itself.
+  const inherit = (cmd: Command) => {
+    for (const sub of cmd.commands) {
+      sub.exitOverride().showHelpAfterError('(run with --help for usage)');
+      inherit(sub);
+    }
+  };
+  inherit(program);
+  return program;
+}
+
+async function redactor(): Promise<(s: string) => string> {
+  try {
+    const { redact } = await import('../src/config.js');
+    return redact;
+  } catch {
+    return (s) => s;
+  }
+}
+
+/** The one place that maps an error to an exit code and a message (SPEC §7). */
+export async function main(argv: string[]): Promise<void> {
+  const program = buildProgram();
+  const json = argv.includes('--json');
+  try {
+    await program.parseAsync(argv);
+    process.exitCode = outcome.exitCode;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version end here with code 0; parse errors were already printed by commander.
+      process.exitCode = err.exitCode === 0 ? 0 : 2;
+      return;
+    }
+    const redact = await redactor();
+    const code = err instanceof ReconError ? err.exitCode : 1;
+    const message = redact(err instanceof Error ? err.message : String(err));
+    process.stderr.write(`recon: ${message}\n`);
+    if (err instanceof UsageError) process.stderr.write('(run with --help for usage)\n');
+    if (process.env.DEBUG && err instanceof Error && err.stack) process.stderr.write(redact(err.stack) + '\n');
+    if (json) process.stdout.write(JSON.stringify({ error: { message, exit_code: code, type: err instanceof Error ? err.name : 'Error' } }) + '\n');
+    process.exitCode = code;
+  }
+}

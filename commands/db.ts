@@ -1,0 +1,39 @@
+import type { Command } from 'commander';
+import { action } from './support/action.js';
+import { info, printJson, println } from './support/io.js';
+
+export function register(program: Command): void {
+  const db = program.command('db').description('the store: migrations and status');
+  db.command('migrate')
+    .description('apply pending schema migrations')
+    .addHelpText('after', '\nExample:\n  $ recon db migrate --db postgres://recon@localhost/ops')
+    .action(
+      action(async (_a, _o, deps) => {
+        const store = await deps.store();
+        const { migrate } = await import('../src/store/migrate.js');
+        const r = await migrate(store);
+        if (deps.globals.json) return printJson(deps.io, { store: store.displayUrl, applied: r.applied, version: r.version });
+        info(deps.io, r.applied.length ? `applied migrations ${r.applied.join(', ')}; schema version ${r.version}` : `schema is up to date (version ${r.version})`);
+      }),
+    );
+  db.command('status')
+    .description('schema version and counts')
+    .addHelpText('after', '\nExample:\n  $ recon db status --json')
+    .action(
+      action(async (_a, _o, deps) => {
+        const store = await deps.store();
+        const { schemaStatus } = await import('../src/store/migrate.js');
+        const status = await schemaStatus(store);
+        const counts = await store.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM recon.operations GROUP BY state ORDER BY state');
+        const events = await store.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_events');
+        const byState = Object.fromEntries(counts.rows.map((r) => [r.state, Number(r.n)]));
+        const total = Object.values(byState).reduce((a, b) => a + b, 0);
+        const doc = { store: store.displayUrl, backend: store.kind, schema_version: status.version, latest_version: status.latest, pending_migrations: status.pending, operations: total, by_state: byState, audit_events: Number(events.rows[0].n) };
+        if (deps.globals.json) return printJson(deps.io, doc);
+        println(deps.io, `store           ${doc.store} (${doc.backend})`);
+        println(deps.io, `schema version  ${doc.schema_version} (latest ${doc.latest_version}${doc.pending_migrations.length ? `, pending ${doc.pending_migrations.join(', ')}` : ''})`);
+        println(deps.io, `operations      ${total}${total ? '  (' + Object.entries(byState).map(([s, n]) => `${s} ${n}`).join(', ') + ')' : ''}`);
+        println(deps.io, `audit events    ${doc.audit_events}`);
+      }),
+    );
+}

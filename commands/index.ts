@@ -1,0 +1,37 @@
+import type { Command } from 'commander';
+import * as attach from './attach.js';
+import * as auditVerify from './audit-verify.js';
+import * as db from './db.js';
+import * as escalate from './escalate.js';
+import * as init from './init.js';
+import * as lookup from './lookup.js';
+import * as opsApprove from './ops-approve.js';
+import * as opsList from './ops-list.js';
+import * as opsRecord from './ops-record.js';
+import * as opsShow from './ops-show.js';
+import * as opsSubmit from './ops-submit.js';
+import * as retry from './retry.js';
+import * as review from './review.js';
+import * as run from './run.js';
+import * as webhook from './webhook.js';
+
+/** Registers every command; each file only parses and renders, the work is in src/. */
+export function registerAll(program: Command): void {
+  init.register(program);
+  db.register(program);
+  const ops = program.command('ops').description('record, approve, submit, list and show operations');
+  opsRecord.register(ops);
+  opsApprove.register(ops);
+  opsSubmit.register(ops);
+  opsList.register(ops);
+  opsShow.register(ops);
+  lookup.register(program);
+  attach.register(program);
+  retry.register(program);
+  escalate.register(program);
+  review.register(program);
+  run.register(program);
+  webhook.register(program);
+  const audit = program.command('audit').description('the audit trail and provider-side duplicate audits');
+  auditVerify.register(audit);
+}

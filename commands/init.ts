@@ -1,0 +1,58 @@
+import { access, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Command } from 'commander';
+import { action } from './support/action.js';
+import { info, printJson } from './support/io.js';
+
+/** JSON has no comments: keys starting with "//" are notes that the config loader ignores. */
+export const CONFIG_TEMPLATE = {
+  '//': 'recon configuration. Durations: 500ms, 30s, 10m, 24h, 7d. ${VAR} is read from the environment; secrets never go in this file.',
+  db: 'pglite:.recon/db',
+  '// db': 'the store: pglite:PATH (embedded, one process at a time), memory:, or postgres://user@host/db for several workers',
+  providers: {
+    stripe: {
+      '//': 'refunds through the official Stripe SDK; apiBase may point at a local sandbox (recon sandbox stripe)',
+      type: 'stripe',
+      apiKey: '${STRIPE_API_KEY}',
+      apiBase: 'https://api.stripe.com',
+      keyRetention: '24h',
+      uncertaintyWindow: '10m',
+      maxAttempts: 3,
+      escalateAfter: '72h',
+      rateLimit: 25,
+      concurrency: 8,
+      timeout: '20s',
+      lease: '2m',
+    },
+  },
+};
+
+export function register(program: Command): void {
+  program
+    .command('init')
+    .description('write a commented recon.config.json (if absent) and migrate the store')
+    .addHelpText('after', '\nExample:\n  $ recon init && recon db status')
+    .action(
+      action(async (_a, _o, deps) => {
+        const file = path.resolve(deps.cwd, deps.globals.config ?? 'recon.config.json');
+        let wrote = false;
+        try {
+          await access(file);
+        } catch {
+          await writeFile(file, JSON.stringify(CONFIG_TEMPLATE, null, 2) + '\n', { flag: 'wx' });
+          wrote = true;
+        }
+        const { resolveStoreUrl, openStore } = await import('../src/store/open.js');
+        const { migrate } = await import('../src/store/migrate.js');
+        const db = await openStore(resolveStoreUrl({ flag: deps.globals.db, env: deps.env, configDb: deps.globals.db ? undefined : 'pglite:.recon/db' }), { autoMigrate: false });
+        try {
+          const r = await migrate(db);
+          if (deps.globals.json) return printJson(deps.io, { config: file, config_written: wrote, store: db.displayUrl, schema_version: r.version, applied: r.applied });
+          info(deps.io, wrote ? `wrote ${file}` : `${file} exists; left unchanged`);
+          info(deps.io, `store ${db.displayUrl}: schema version ${r.version}${r.applied.length ? ` (applied ${r.applied.join(', ')})` : ''}`);
+        } finally {
+          await db.close();
+        }
+      }),
+    );
+}

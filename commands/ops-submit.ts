@@ -1,0 +1,42 @@
+import type { Command } from 'commander';
+import { getOperation } from '../src/core/repo.js';
+import { submitOperation } from '../src/core/submit.js';
+import { validateId } from '../src/core/validate.js';
+import { operationsJson } from '../src/core/views.js';
+import { action } from './support/action.js';
+import { info, printJson } from './support/io.js';
+import { styleFor } from './support/style.js';
+
+export function register(ops: Command): void {
+  ops
+    .command('submit')
+    .description('claim an approved operation and make its first attempt now, with its own idempotency key')
+    .argument('<id>', 'operation id')
+    .addHelpText(
+      'after',
+      `
+A timeout, dropped connection, 409, 429 or 5xx ends in outcome_unknown (never failed):
+recon run then asks the provider what happened. Exit 0 whatever the classified outcome;
+exit 4 when the operation is not approved or is claimed by another worker.
+
+Example:
+  $ recon ops submit refund:ord_1042 --json`,
+    )
+    .action(
+      action(async ([rawId], _o, deps) => {
+        const id = validateId(rawId);
+        const core = await deps.core();
+        const op = await getOperation(core.db, id);
+        const provider = await deps.provider(op.provider);
+        const r = await submitOperation(core, provider, id);
+        const [json] = await operationsJson(core.db, [r.operation]);
+        if (deps.globals.json) {
+          return printJson(deps.io, { ...json, attempt: r.attempt, result: { outcome: r.result.outcome, error_class: r.result.error_class ?? null, http_status: r.result.http_status ?? null, provider_request_id: r.result.provider_request_id ?? null, replayed: r.result.replayed ?? false } });
+        }
+        const s = await styleFor(deps.io);
+        const why = r.result.error_class ? ` (${r.result.error_class}${r.result.http_status ? ` ${r.result.http_status}` : ''})` : '';
+        info(deps.io, `${id}: attempt ${r.attempt} → ${s.state(json.state)}${why}${json.provider_txn_ids.length ? `  ${json.provider_txn_ids.join(' ')}` : ''}`);
+        if (json.state === 'outcome_unknown') info(deps.io, `the provider may or may not have done it; find out with: recon lookup ${id}   (or let recon run decide)`);
+      }),
+    );
+}

@@ -1,0 +1,59 @@
+import type { Command } from 'commander';
+import { formatDuration } from '../src/core/durations.js';
+import { resolveReview, type ReviewOutcome } from '../src/core/human.js';
+import { getOperation, listOperations } from '../src/core/repo.js';
+import { validateId } from '../src/core/validate.js';
+import { operationsJson } from '../src/core/views.js';
+import { NotFoundError, UsageError } from '../src/errors.js';
+import { action, parsePositiveInt } from './support/action.js';
+import { info, printJson, println } from './support/io.js';
+import { renderTable } from './support/style.js';
+
+const OUTCOMES: ReviewOutcome[] = ['confirmed', 'failed', 'cancelled'];
+
+export function register(program: Command): void {
+  const review = program.command('review').description('the human queue: operations in needs_review');
+  review
+    .command('list')
+    .description('operations waiting for a human, oldest first, with the evidence')
+    .option('--provider <name>', 'only this provider')
+    .option('--limit <n>', 'at most N', parsePositiveInt('--limit'), 50)
+    .addHelpText('after', '\nExample:\n  $ recon review list --json')
+    .action(
+      action<{ provider?: string; limit: number }>(async (_a, opts, deps) => {
+        const core = await deps.core();
+        const ops = (await listOperations(core.db, { states: ['needs_review'], provider: opts.provider, limit: opts.limit })).reverse();
+        const json = await operationsJson(core.db, ops);
+        if (deps.globals.json) return printJson(deps.io, { operations: json });
+        if (!json.length) return info(deps.io, 'nothing needs review');
+        const now = deps.now().getTime();
+        println(deps.io, await renderTable(deps.io, ['id', 'provider', 'amount', 'reason', 'assignee', 'waiting', 'provider txns'], json.map((o) => [o.id, o.provider, `${o.amount ?? ''} ${o.currency ?? ''}`.trim(), o.review_reason, o.assignee, formatDuration(now - Date.parse(o.updated_at)), o.provider_txn_ids.join(' ')])));
+      }),
+    );
+  review
+    .command('resolve')
+    .description('record a human decision on a needs_review operation')
+    .argument('<id>', 'operation id')
+    .requiredOption('--outcome <outcome>', `one of ${OUTCOMES.join(', ')}`)
+    .option('--txn <txn>', 'the provider transaction that is the real one (fetched and linked)')
+    .requiredOption('--note <text>', 'what was decided and why (goes into the audit trail)')
+    .addHelpText('after', '\nExample:\n  $ recon review resolve refund:ord_1042 --outcome confirmed --txn re_123 --note "second refund reversed in dashboard, see FIN-22"')
+    .action(
+      action<{ outcome: string; txn?: string; note: string }>(async ([rawId], opts, deps) => {
+        if (!OUTCOMES.includes(opts.outcome as ReviewOutcome)) throw new UsageError(`--outcome: "${opts.outcome}" is not one of ${OUTCOMES.join(', ')}`);
+        const core = await deps.core();
+        const id = validateId(rawId);
+        let txn;
+        let provider;
+        if (opts.txn) {
+          const op = await getOperation(core.db, id);
+          provider = await deps.provider(op.provider);
+          txn = await provider.get(opts.txn);
+          if (!txn) throw new NotFoundError(`transaction ${opts.txn} not found at provider ${op.provider}`);
+        }
+        const op = await resolveReview(core, id, { outcome: opts.outcome as ReviewOutcome, note: opts.note, txn: txn ?? undefined, provider });
+        if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [op]))[0]);
+        else info(deps.io, `${op.id}: ${op.state} (by ${core.actor})`);
+      }),
+    );
+}

@@ -1,0 +1,45 @@
+import { type Command, InvalidArgumentError } from 'commander';
+import { createDeps, type Deps, type GlobalOptions } from './deps.js';
+import { systemIO } from './io.js';
+
+/** Set by `bin/main.ts` in tests to swap dependencies; production builds them from the process. */
+export let depsFactory: (globals: GlobalOptions) => Deps = (globals) =>
+  createDeps(systemIO({ color: globals.color, quiet: globals.quiet, json: globals.json, env: process.env }), globals);
+
+export function setDepsFactory(f: (globals: GlobalOptions) => Deps): void {
+  depsFactory = f;
+}
+
+/** The exit code the last command asked for (0 unless it returned one). */
+export const outcome = { exitCode: 0 };
+
+/**
+ * Wraps a command handler: builds Deps from the global options, runs, always closes the
+ * store and providers. Errors propagate to bin/main.ts, the one place that maps them to exit codes.
+ */
+export function action<O>(handler: (args: string[], opts: O, deps: Deps) => Promise<number | void>) {
+  return async (...raw: unknown[]) => {
+    const command = raw[raw.length - 1] as Command;
+    const opts = command.opts() as O;
+    const globals = command.optsWithGlobals() as GlobalOptions;
+    const args = raw.slice(0, -2).flat().filter((a): a is string => typeof a === 'string');
+    const deps = depsFactory(globals);
+    try {
+      const code = await handler(args, opts, deps);
+      outcome.exitCode = typeof code === 'number' ? code : 0;
+    } finally {
+      await deps.close();
+    }
+  };
+}
+
+/** Commander value parsers that fail as usage errors naming the flag. */
+export function parsePositiveInt(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) {
+      throw new InvalidArgumentError(`${flag}: "${value}" is not a positive integer`);
+    }
+    return n;
+  };
+}

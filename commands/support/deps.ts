@@ -1,0 +1,108 @@
+import os from 'node:os';
+import type { LoadedConfig } from '../../src/config.js';
+import type { CoreContext } from '../../src/core/context.js';
+import { UsageError } from '../../src/errors.js';
+import type { Db } from '../../src/store/db.js';
+import type { Provider } from '../../src/types.js';
+import type { IO } from './io.js';
+
+/** The global options of SPEC §7, as commander parses them. */
+export interface GlobalOptions {
+  db?: string;
+  config?: string;
+  json: boolean;
+  color: boolean;
+  actor?: string;
+  yes: boolean;
+  quiet: boolean;
+}
+
+/**
+ * Everything a command needs, built lazily (cli/cli's factory): `recon --version` loads no
+ * store, no SDK, no config. Tests swap any part.
+ */
+export interface Deps {
+  io: IO;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  globals: GlobalOptions;
+  now: () => Date;
+  actor(): string;
+  config(): Promise<LoadedConfig>;
+  store(): Promise<Db>;
+  core(): Promise<CoreContext>;
+  provider(name: string): Promise<Provider>;
+  /** Asks a person; without a TTY, fails unless --yes was given. */
+  confirm(message: string): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export function defaultActor(env: NodeJS.ProcessEnv): string {
+  if (env.RECON_ACTOR) return env.RECON_ACTOR;
+  let user = env.USER ?? 'unknown';
+  try {
+    user = os.userInfo().username;
+  } catch {
+    // no passwd entry (some containers): keep $USER
+  }
+  return `${user}@${os.hostname()}`;
+}
+
+export function createDeps(io: IO, globals: GlobalOptions, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Deps {
+  let config: Promise<LoadedConfig> | undefined;
+  let store: Promise<Db> | undefined;
+  const providers = new Map<string, Promise<Provider>>();
+  const deps: Deps = {
+    io,
+    env,
+    cwd,
+    globals,
+    now: () => new Date(),
+    actor: () => globals.actor ?? defaultActor(env),
+    config() {
+      config ??= import('../../src/config.js').then((m) => m.loadConfig({ flag: globals.config, env, cwd }));
+      return config;
+    },
+    store() {
+      store ??= (async () => {
+        const { resolveStoreUrl, openStore } = await import('../../src/store/open.js');
+        // The config file is only read for `db` when no flag or variable decides the store.
+        const explicit = globals.db ?? env.RECON_DB ?? env.DATABASE_URL;
+        const url = explicit ? resolveStoreUrl({ flag: globals.db, env }) : resolveStoreUrl({ env, configDb: (await deps.config()).db });
+        return openStore(url);
+      })();
+      return store;
+    },
+    async core() {
+      return { db: await deps.store(), actor: deps.actor(), now: deps.now };
+    },
+    provider(name) {
+      let p = providers.get(name);
+      if (!p) {
+        p = (async () => {
+          const { createProvider } = await import('../../src/providers/index.js');
+          return createProvider(name, await deps.config());
+        })();
+        providers.set(name, p);
+      }
+      return p;
+    },
+    async confirm(message) {
+      if (globals.yes) return true;
+      if (!io.canPrompt) throw new UsageError('--yes is required when not running interactively');
+      const { confirm } = await import('@inquirer/prompts');
+      return confirm({ message, default: false }, { output: io.err as NodeJS.WritableStream });
+    },
+    async close() {
+      for (const p of providers.values()) {
+        const provider = await p.catch(() => null);
+        await provider?.close?.();
+      }
+      if (store) {
+        const db = await store.catch(() => null);
+        await db?.close();
+      }
+    },
+  };
+  return deps;
+}

@@ -1,0 +1,60 @@
+import type { Writable } from 'node:stream';
+
+/**
+ * The one object that knows about the terminal (gh's IOStreams): where data goes (stdout),
+ * where progress and warnings go (stderr), whether colour and prompts are allowed.
+ * Commands ask it; they never look at process.stdout themselves.
+ */
+export interface IO {
+  out: Writable;
+  err: Writable;
+  isStdoutTTY: boolean;
+  isStderrTTY: boolean;
+  /** A person can answer a prompt: stdin and stderr are terminals. */
+  canPrompt: boolean;
+  /** Colour is allowed: stdout is a TTY, no NO_COLOR, no --no-color, no --json. */
+  color: boolean;
+  quiet: boolean;
+  stdin: NodeJS.ReadableStream;
+}
+
+export function systemIO(opts: { color: boolean; quiet: boolean; json: boolean; env: NodeJS.ProcessEnv }): IO {
+  const isStdoutTTY = Boolean(process.stdout.isTTY);
+  const isStderrTTY = Boolean(process.stderr.isTTY);
+  const noColor = opts.env.NO_COLOR !== undefined && opts.env.NO_COLOR !== '';
+  return {
+    out: process.stdout,
+    err: process.stderr,
+    isStdoutTTY,
+    isStderrTTY,
+    canPrompt: Boolean(process.stdin.isTTY) && isStderrTTY,
+    color: isStdoutTTY && opts.color && !noColor && !opts.json,
+    quiet: opts.quiet,
+    stdin: process.stdin,
+  };
+}
+
+/** Writes a line of data to stdout. */
+export function println(io: IO, text = ''): void {
+  io.out.write(text + '\n');
+}
+
+/** Progress, warnings and "done" go to stderr, and not at all with --quiet. */
+export function info(io: IO, text: string): void {
+  if (!io.quiet) io.err.write(text + '\n');
+}
+
+export function warn(io: IO, text: string): void {
+  io.err.write(`warning: ${text}\n`);
+}
+
+/** `--json` output: exactly one document on stdout. */
+export function printJson(io: IO, value: unknown): void {
+  io.out.write(JSON.stringify(value, null, 2) + '\n');
+}
+
+export async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
+  return Buffer.concat(chunks).toString('utf8');
+}

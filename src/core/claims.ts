@@ -1,0 +1,129 @@
+import { RefusedError } from '../errors.js';
+import type { Queryable } from '../store/db.js';
+import type { Operation } from '../types.js';
+import { payloadHash } from './canonical.js';
+import type { CoreContext } from './context.js';
+import { lockOperation, rowToOperation } from './repo.js';
+import { transition } from './transition.js';
+
+/**
+ * Claims (graphile-worker style): a claim is a lease — an owner token and an expiry — taken in
+ * one transaction with FOR UPDATE SKIP LOCKED, so concurrent workers never take the same
+ * operation. Every write of a result re-checks the lease (`assertLease`), so a worker whose lease
+ * expired and was taken over cannot write over the newer claim.
+ */
+export function newOwnerToken(actor: string): string {
+  return `${actor}/${process.pid}/${Math.random().toString(36).slice(2, 10)}`;
+}
+
+export interface RunClaimOptions {
+  owner: string;
+  leaseMs: number;
+  now: Date;
+  limit: number;
+  provider?: string;
+  /** Already handled in this pass (a `wait` releases its lease; it must not be claimed again). */
+  exclude?: string[];
+}
+
+/**
+ * Claims up to `limit` operations that `recon run` should reconcile: pending and outcome_unknown
+ * ones that nobody holds, and submitting ones whose lease expired (a crashed worker's). Oldest
+ * first, so a backlog drains in order. Operations backing off after `unavailable` are skipped
+ * until their next_check_at.
+ */
+export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Operation[]> {
+  const r = await q.query(
+    `WITH c AS (
+       SELECT id FROM recon.operations
+        WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')
+          AND state <> 'needs_review'
+          AND (lease_expires_at IS NULL OR lease_expires_at <= $1::timestamptz)
+          AND (next_check_at IS NULL OR next_check_at <= $1::timestamptz)
+          AND ($5::text IS NULL OR provider = $5::text)
+          AND NOT (id = ANY($6::text[]))
+        ORDER BY created_at, id
+        LIMIT $3::int
+        FOR UPDATE SKIP LOCKED)
+     UPDATE recon.operations o
+        SET lease_owner = $2::text, lease_expires_at = $1::timestamptz + make_interval(secs => $4::int / 1000.0)
+       FROM c WHERE o.id = c.id
+     RETURNING o.*`,
+    [o.now.toISOString(), o.owner, o.limit, o.leaseMs, o.provider ?? null, o.exclude ?? []],
+  );
+  return r.rows.map(rowToOperation).sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
+}
+
+/** Gives a lease back (only if we still hold it). */
+export async function releaseLease(q: Queryable, id: string, owner: string): Promise<void> {
+  await q.query('UPDATE recon.operations SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2', [id, owner]);
+}
+
+export interface AttemptClaim {
+  op: Operation;
+  attempt: number;
+  owner: string;
+  leaseExpiresAt: Date;
+}
+
+/**
+ * Phase 1 of an attempt (one transaction): move to `submitting` under our lease, count the attempt
+ * and persist the attempt row BEFORE the request is sent, so a crash during the request leaves a
+ * record from which the truth is recovered (lease expiry → outcome_unknown → lookup).
+ * `from` is `approved` for a first submit, `outcome_unknown` for a retry the rule authorised.
+ */
+export async function claimAttempt(
+  ctx: CoreContext,
+  id: string,
+  o: { owner: string; leaseMs: number; from: 'approved' | 'outcome_unknown'; rule: string; detail?: Record<string, unknown>; heldLease?: string },
+): Promise<AttemptClaim> {
+  const now = ctx.now();
+  const expires = new Date(now.getTime() + o.leaseMs);
+  return ctx.db.transaction(async (tx) => {
+    const current = await lockOperation(tx, id);
+    if (current.state !== o.from) {
+      throw new RefusedError(`operation ${id} is ${current.state}; only ${o.from} operations can be ${o.from === 'approved' ? 'submitted (approve it first: recon ops approve)' : 'retried'}`, 'state_machine');
+    }
+    const held = current.lease_owner && current.lease_expires_at && current.lease_expires_at > now;
+    if (held && current.lease_owner !== o.heldLease) {
+      throw new RefusedError(`operation ${id} is claimed by ${current.lease_owner} until ${current.lease_expires_at!.toISOString()}`, 'lease_held');
+    }
+    const attempt = current.attempt_count + 1;
+    const { op } = await transition(tx, id, 'submitting', {
+      actor: ctx.actor,
+      now,
+      kind: 'attempt.started',
+      rule: o.rule,
+      detail: { attempt, idempotency_key: current.idempotency_key, ...(o.detail ?? {}) },
+      keepLease: { owner: o.owner, expiresAt: expires },
+    });
+    await tx.query(
+      `UPDATE recon.operations SET attempt_count = $2, first_attempt_at = coalesce(first_attempt_at, $3::timestamptz) WHERE id = $1`,
+      [id, attempt, now.toISOString()],
+    );
+    await tx.query(
+      `INSERT INTO recon.attempts (operation_id, number, idempotency_key, request_hash, started_at, lease_owner)
+       VALUES ($1, $2, $3, $4, $5::timestamptz, $6)`,
+      [id, attempt, current.idempotency_key, payloadHash(current.payload), now.toISOString(), o.owner],
+    );
+    return {
+      op: { ...op, attempt_count: attempt, first_attempt_at: current.first_attempt_at ?? now },
+      attempt,
+      owner: o.owner,
+      leaseExpiresAt: expires,
+    };
+  });
+}
+
+/** Claims one operation for reconciliation (`recon retry`); null when another worker holds it. */
+export async function claimOne(q: Queryable, id: string, o: { owner: string; leaseMs: number; now: Date }): Promise<Operation | null> {
+  const r = await q.query(
+    `UPDATE recon.operations
+        SET lease_owner = $2::text, lease_expires_at = $3::timestamptz + make_interval(secs => $4::int / 1000.0)
+      WHERE id = $1 AND state IN ('submitting', 'pending', 'outcome_unknown')
+        AND (lease_expires_at IS NULL OR lease_expires_at <= $3::timestamptz)
+      RETURNING *`,
+    [id, o.owner, o.now.toISOString(), o.leaseMs],
+  );
+  return r.rows[0] ? rowToOperation(r.rows[0]) : null;
+}

@@ -1,0 +1,112 @@
+import { RefusedError } from '../errors.js';
+import type { State } from '../types.js';
+import { chainEvent, GENESIS_HASH, insertEvents } from './audit.js';
+import { payloadHash } from './canonical.js';
+import type { CoreContext } from './context.js';
+import type { OperationInput } from './validate.js';
+
+export interface RecordedOperation {
+  id: string;
+  state: State;
+  created: boolean;
+}
+
+const CHUNK = 1000;
+
+const INSERT_OPERATIONS = `
+  INSERT INTO recon.operations (id, provider, action, payload, payload_hash, idempotency_key, client_reference,
+                                subject, approval, amount, currency, state, created_at, updated_at)
+  SELECT u.id, u.provider, u.action, u.payload, u.payload_hash, u.idempotency_key, u.client_reference,
+         u.subject, u.approval, u.amount, u.currency, u.state, $13::timestamptz, $13::timestamptz
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[],
+                $8::jsonb[], $9::text[], $10::bigint[], $11::text[], $12::text[])
+      AS u(id, provider, action, payload, payload_hash, idempotency_key, client_reference, subject, approval, amount, currency, state)
+  ON CONFLICT (id) DO NOTHING
+  RETURNING id`;
+
+/**
+ * Records operations, all or nothing: one transaction for the whole batch, written in chunks.
+ * The same id with the same payload is the existing operation (created: false, unchanged); the
+ * same id with another payload, provider or action refuses the whole batch (exit 4).
+ */
+export async function recordOperations(ctx: CoreContext, inputs: OperationInput[]): Promise<RecordedOperation[]> {
+  const now = ctx.now();
+  const hashed = inputs.map((i) => ({ ...i, payload_hash: payloadHash(i.payload), state: (i.approval ? 'approved' : 'proposed') as State }));
+  const firstById = new Map<string, (typeof hashed)[number]>();
+  for (const op of hashed) {
+    const seen = firstById.get(op.id);
+    if (seen) assertSameAction(op.id, seen, op, 'an earlier record in this input');
+    else firstById.set(op.id, op);
+  }
+  const unique = [...firstById.values()];
+  const results = new Map<string, RecordedOperation>();
+  await ctx.db.transaction(async (tx) => {
+    for (let i = 0; i < unique.length; i += CHUNK) {
+      const chunk = unique.slice(i, i + CHUNK);
+      const ins = await tx.query<{ id: string }>(INSERT_OPERATIONS, [
+        chunk.map((o) => o.id),
+        chunk.map((o) => o.provider),
+        chunk.map((o) => o.action),
+        chunk.map((o) => JSON.stringify(o.payload)),
+        chunk.map((o) => o.payload_hash),
+        chunk.map((o) => o.idempotency_key),
+        chunk.map((o) => o.client_reference),
+        chunk.map((o) => (o.subject ? JSON.stringify(o.subject) : null)),
+        chunk.map((o) => o.approval),
+        chunk.map((o) => o.amount),
+        chunk.map((o) => o.currency),
+        chunk.map((o) => o.state),
+        now.toISOString(),
+      ]);
+      const created = new Set(ins.rows.map((r) => r.id));
+      const existingIds = chunk.filter((o) => !created.has(o.id)).map((o) => o.id);
+      if (existingIds.length) {
+        const ex = await tx.query('SELECT id, provider, action, payload_hash, state FROM recon.operations WHERE id = ANY($1::text[])', [existingIds]);
+        for (const row of ex.rows) {
+          assertSameAction(row.id, row, firstById.get(row.id)!, 'the recorded operation');
+          results.set(row.id, { id: row.id, state: row.state, created: false });
+        }
+      }
+      const events = chunk
+        .filter((o) => created.has(o.id))
+        .map((o) =>
+          chainEvent(
+            { seq: 0, hash: GENESIS_HASH },
+            {
+              operation_id: o.id,
+              at: now,
+              actor: ctx.actor,
+              kind: 'recorded',
+              to_state: o.state,
+              rule: o.approval ? 'record.approved' : 'record.proposed',
+              detail: { payload_hash: o.payload_hash, idempotency_key: o.idempotency_key, approval: o.approval },
+            },
+          ),
+        );
+      await insertEvents(tx, events);
+      for (const o of chunk) if (created.has(o.id)) results.set(o.id, { id: o.id, state: o.state, created: true });
+    }
+  });
+  return inputs.map((i) => results.get(i.id)!);
+}
+
+function assertSameAction(
+  id: string,
+  existing: { provider: string; action: string; payload_hash: string },
+  incoming: { provider: string; action: string; payload_hash: string },
+  what: string,
+): void {
+  if (existing.payload_hash !== incoming.payload_hash) {
+    throw new RefusedError(
+      `operation ${id}: payload differs from ${what} (payload_hash ${existing.payload_hash.slice(0, 12)}… vs ${incoming.payload_hash.slice(0, 12)}…); ` +
+        'a changed amount, address or currency is a new action: record it under a new id. Nothing was written',
+      'payload_frozen',
+    );
+  }
+  if (existing.provider !== incoming.provider || existing.action !== incoming.action) {
+    throw new RefusedError(
+      `operation ${id}: already recorded for ${existing.provider}/${existing.action}, not ${incoming.provider}/${incoming.action}; use a new id. Nothing was written`,
+      'payload_frozen',
+    );
+  }
+}

@@ -1,0 +1,151 @@
+import { NotFoundError } from '../errors.js';
+import type { Queryable } from '../store/db.js';
+import type { Attempt, Observation, Operation, ProviderTransaction, State } from '../types.js';
+
+/** Row → Operation. Both backends return timestamptz as Date and (with our parsers) bigint as number. */
+export function rowToOperation(r: any): Operation {
+  return {
+    id: r.id,
+    provider: r.provider,
+    action: r.action,
+    payload: r.payload,
+    payload_hash: r.payload_hash,
+    idempotency_key: r.idempotency_key,
+    client_reference: r.client_reference,
+    subject: r.subject,
+    approval: r.approval,
+    amount: r.amount === null ? null : Number(r.amount),
+    currency: r.currency,
+    state: r.state,
+    attempt_count: Number(r.attempt_count),
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    first_attempt_at: r.first_attempt_at,
+    resolved_at: r.resolved_at,
+    lease_owner: r.lease_owner,
+    lease_expires_at: r.lease_expires_at,
+    review_reason: r.review_reason,
+    assignee: r.assignee,
+  };
+}
+
+export async function findOperation(q: Queryable, id: string): Promise<Operation | null> {
+  const r = await q.query('SELECT * FROM recon.operations WHERE id = $1', [id]);
+  return r.rows[0] ? rowToOperation(r.rows[0]) : null;
+}
+
+export async function getOperation(q: Queryable, id: string): Promise<Operation> {
+  const op = await findOperation(q, id);
+  if (!op) throw new NotFoundError(`operation ${id} not found; list operations with: recon ops list`);
+  return op;
+}
+
+/** Locks the operation row for the rest of the transaction: the serialisation point for its state and audit chain. */
+export async function lockOperation(tx: Queryable, id: string): Promise<Operation> {
+  const r = await tx.query('SELECT * FROM recon.operations WHERE id = $1 FOR UPDATE', [id]);
+  if (!r.rows[0]) throw new NotFoundError(`operation ${id} not found; list operations with: recon ops list`);
+  return rowToOperation(r.rows[0]);
+}
+
+export interface ListFilter {
+  states?: State[];
+  provider?: string;
+  /** Only operations created before this instant. */
+  createdBefore?: Date;
+  clientReference?: string;
+  limit: number;
+}
+
+const UNRESOLVED_SQL = `state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')`;
+
+/**
+ * Newest first. When the filter asks for exactly the unresolved states, the predicate is written
+ * as the partial index's own so the planner can use `operations_unresolved_idx`.
+ */
+export async function listOperations(q: Queryable, f: ListFilter): Promise<Operation[]> {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const unresolved = ['submitting', 'pending', 'outcome_unknown', 'needs_review'];
+  if (f.states && f.states.length) {
+    const sameAsUnresolved = f.states.length === unresolved.length && unresolved.every((s) => f.states!.includes(s as State));
+    if (sameAsUnresolved) where.push(UNRESOLVED_SQL);
+    else {
+      params.push(f.states);
+      where.push(`state = ANY($${params.length}::text[])`);
+      // Lets the planner prove the partial index applies when all requested states are unresolved.
+      if (f.states.every((s) => unresolved.includes(s))) where.push(UNRESOLVED_SQL);
+    }
+  }
+  if (f.provider) {
+    params.push(f.provider);
+    where.push(`provider = $${params.length}::text`);
+  }
+  if (f.createdBefore) {
+    params.push(f.createdBefore.toISOString());
+    where.push(`created_at < $${params.length}::timestamptz`);
+  }
+  if (f.clientReference) {
+    params.push(f.clientReference);
+    where.push(`client_reference = $${params.length}::text`);
+  }
+  params.push(f.limit);
+  const sql = `SELECT * FROM recon.operations ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
+               ORDER BY created_at DESC, id DESC LIMIT $${params.length}::int`;
+  const r = await q.query(sql, params);
+  return r.rows.map(rowToOperation);
+}
+
+/** The provider transaction ids linked to each operation, for the JSON shape's `provider_txn_ids`. */
+export async function txnIdsByOperation(q: Queryable, ids: string[]): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  if (ids.length === 0) return out;
+  const r = await q.query<{ operation_id: string; provider_id: string }>(
+    `SELECT operation_id, provider_id FROM recon.provider_transactions
+      WHERE operation_id = ANY($1::text[]) ORDER BY linked_at, provider_id`,
+    [ids],
+  );
+  for (const row of r.rows) {
+    const list = out.get(row.operation_id) ?? [];
+    list.push(row.provider_id);
+    out.set(row.operation_id, list);
+  }
+  return out;
+}
+
+export async function attemptsOf(q: Queryable, id: string): Promise<Attempt[]> {
+  const r = await q.query('SELECT * FROM recon.attempts WHERE operation_id = $1 ORDER BY number', [id]);
+  return r.rows.map((a: any) => ({
+    operation_id: a.operation_id,
+    number: Number(a.number),
+    idempotency_key: a.idempotency_key,
+    request_hash: a.request_hash,
+    started_at: a.started_at,
+    ended_at: a.ended_at,
+    outcome: a.outcome,
+    error_class: a.error_class,
+    provider_request_id: a.provider_request_id,
+  }));
+}
+
+export async function transactionsOf(q: Queryable, id: string): Promise<ProviderTransaction[]> {
+  const r = await q.query('SELECT * FROM recon.provider_transactions WHERE operation_id = $1 ORDER BY linked_at, provider_id', [id]);
+  return r.rows.map((t: any) => ({
+    provider: t.provider,
+    provider_id: t.provider_id,
+    operation_id: t.operation_id,
+    status: t.status,
+    state: t.state,
+    amount: t.amount === null ? null : Number(t.amount),
+    currency: t.currency,
+    client_reference: null,
+    created: t.created,
+    linked_via: t.linked_via,
+    linked_at: t.linked_at,
+    linked_by: t.linked_by,
+  }));
+}
+
+export async function observationsOf(q: Queryable, id: string): Promise<Observation[]> {
+  const r = await q.query('SELECT * FROM recon.observations WHERE operation_id = $1 ORDER BY observed_at, id', [id]);
+  return r.rows.map((o: any) => ({ operation_id: o.operation_id, observed_at: o.observed_at, result: o.result, detail: o.detail ?? {} }));
+}

@@ -1,0 +1,149 @@
+import { UNRESOLVED_STATES, type Operation, type Provider } from '../types.js';
+import { claimForRun, newOwnerToken, releaseLease } from './claims.js';
+import type { CoreContext } from './context.js';
+import { limitConcurrency } from './ratelimit.js';
+import { evaluate, reconcileOne, type DecisionJson } from './reconcile.js';
+import { listOperations } from './repo.js';
+
+export interface RunOptions {
+  provider?: string;
+  /** At most this many operations in the pass. Default 10,000. */
+  limit?: number;
+  /** Overrides each provider's `concurrency`. */
+  concurrency?: number;
+  /** Decide and write nothing: no claims, no observations, no attempts. */
+  dryRun?: boolean;
+  /** Operations claimed per transaction. Default 200. */
+  batchSize?: number;
+  onProgress?: (done: number, claimed: number) => void;
+}
+
+/** The JSON shape of `recon run` (SPEC §7), plus a few added fields. */
+export interface RunSummary {
+  claimed: number;
+  confirmed: number;
+  failed: number;
+  pending: number;
+  retried: number;
+  escalated: number;
+  waiting: number;
+  unavailable: number;
+  decisions: DecisionJson[];
+  errors: { id: string; error: string }[];
+  needs_review_total: number;
+  unresolved_by_state: Record<string, number>;
+  duration_ms: number;
+  dry_run: boolean;
+}
+
+export type ProviderSource = (name: string) => Promise<Provider>;
+
+/**
+ * One reconciliation pass over unresolved operations. Claims in batches (SKIP LOCKED, leases) so
+ * several `recon run` processes against one PostgreSQL share the work without overlap; each
+ * provider's lookups run with bounded concurrency (its rate limit is enforced in the adapter).
+ */
+export async function runPass(ctx: CoreContext, providers: ProviderSource, o: RunOptions = {}): Promise<RunSummary> {
+  const started = Date.now();
+  const limit = o.limit ?? 10_000;
+  const summary: RunSummary = {
+    claimed: 0, confirmed: 0, failed: 0, pending: 0, retried: 0, escalated: 0, waiting: 0, unavailable: 0,
+    decisions: [], errors: [], needs_review_total: 0, unresolved_by_state: {}, duration_ms: 0, dry_run: Boolean(o.dryRun),
+  };
+  const limiters = new Map<string, <T>(task: () => Promise<T>) => Promise<T>>();
+  const limiterFor = (p: Provider) => {
+    let l = limiters.get(p.name);
+    if (!l) limiters.set(p.name, (l = limitConcurrency(o.concurrency ?? p.capabilities.concurrency)));
+    return l;
+  };
+  const owner = newOwnerToken(ctx.actor);
+  const seen: string[] = [];
+  while (summary.claimed < limit) {
+    const size = Math.min(o.batchSize ?? 200, limit - summary.claimed);
+    const batch = o.dryRun ? await candidatesForDryRun(ctx, o, size, seen) : await claimBatch(ctx, providers, owner, size, o, seen);
+    if (batch.length === 0) break;
+    summary.claimed += batch.length;
+    seen.push(...batch.map((b) => b.id));
+    await Promise.all(
+      batch.map(async (op) => {
+        let provider: Provider;
+        try {
+          provider = await providers(op.provider);
+        } catch (err) {
+          summary.errors.push({ id: op.id, error: (err as Error).message });
+          if (!o.dryRun) await releaseLease(ctx.db, op.id, owner);
+          return;
+        }
+        await limiterFor(provider)(async () => {
+          try {
+            const d = o.dryRun ? await dryDecision(ctx, provider, op) : await reconcileOne(ctx, provider, op, { owner });
+            count(summary, d);
+          } catch (err) {
+            summary.errors.push({ id: op.id, error: (err as Error).message });
+            if (!o.dryRun) await releaseLease(ctx.db, op.id, owner).catch(() => undefined);
+          }
+          o.onProgress?.(summary.decisions.length + summary.errors.length, summary.claimed);
+        });
+      }),
+    );
+  }
+  const states = await ctx.db.query<{ state: string; n: number }>(
+    `SELECT state, count(*)::int AS n FROM recon.operations
+      WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review') AND ($1::text IS NULL OR provider = $1::text)
+      GROUP BY state`,
+    [o.provider ?? null],
+  );
+  for (const s of UNRESOLVED_STATES) summary.unresolved_by_state[s] = 0;
+  for (const r of states.rows) summary.unresolved_by_state[r.state] = Number(r.n);
+  summary.needs_review_total = summary.unresolved_by_state.needs_review ?? 0;
+  summary.decisions.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  summary.duration_ms = Date.now() - started;
+  return summary;
+}
+
+async function claimBatch(ctx: CoreContext, providers: ProviderSource, owner: string, size: number, o: RunOptions, seen: string[]): Promise<Operation[]> {
+  // The lease must outlive the slowest provider's request; use the longest configured lease among
+  // the providers we may meet (the default when none is known yet).
+  let leaseMs = 120_000;
+  if (o.provider) leaseMs = (await providers(o.provider)).capabilities.leaseMs;
+  return claimForRun(ctx.db, { owner, leaseMs, now: ctx.now(), limit: size, provider: o.provider, exclude: seen });
+}
+
+async function candidatesForDryRun(ctx: CoreContext, o: RunOptions, size: number, seen: string[]): Promise<Operation[]> {
+  if (seen.length) return [];
+  const now = ctx.now();
+  const ops = await listOperations(ctx.db, { states: ['submitting', 'pending', 'outcome_unknown'], provider: o.provider, limit: Math.max(size, o.limit ?? 10_000) });
+  return ops.filter((op) => op.state !== 'submitting' || !op.lease_expires_at || op.lease_expires_at <= now).reverse();
+}
+
+async function dryDecision(ctx: CoreContext, provider: Provider, op: Operation): Promise<DecisionJson> {
+  const { decision: d } = await evaluate(ctx, provider, op);
+  return { id: op.id, decision: d.decision, rule: d.rule, state: d.state, explanation: d.explanation, ...(d.review_reason ? { review_reason: d.review_reason } : {}) };
+}
+
+function count(s: RunSummary, d: DecisionJson): void {
+  s.decisions.push(d);
+  switch (d.decision) {
+    case 'confirm':
+      s.confirmed++;
+      break;
+    case 'fail':
+      s.failed++;
+      break;
+    case 'pending':
+      s.pending++;
+      break;
+    case 'retry':
+      s.retried++;
+      break;
+    case 'review':
+      s.escalated++;
+      break;
+    case 'wait':
+      s.waiting++;
+      break;
+    case 'unavailable':
+      s.unavailable++;
+      break;
+  }
+}

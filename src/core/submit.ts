@@ -1,0 +1,114 @@
+import type { Provider, State, SubmitResult, Operation } from '../types.js';
+import { claimAttempt, newOwnerToken, type AttemptClaim } from './claims.js';
+import type { CoreContext } from './context.js';
+import { linkTransaction, transition } from './transition.js';
+
+/** SPEC §3: the state a classified submit result moves the operation to. */
+export function stateForSubmit(r: SubmitResult): State {
+  switch (r.outcome) {
+    case 'confirmed':
+      return 'confirmed';
+    case 'pending':
+      return 'pending';
+    case 'failed':
+      return 'failed';
+    case 'conflict':
+      return 'needs_review';
+    default:
+      // A timeout is an unknown outcome, never a failure (SPEC §1.1).
+      return 'outcome_unknown';
+  }
+}
+
+export interface SubmitOutcome {
+  operation: Operation;
+  attempt: number;
+  result: SubmitResult;
+}
+
+/**
+ * One attempt, in the three phases of an idempotent request: (1) claim + attempt row, committed
+ * before anything is sent; (2) the request with the operation's own key; (3) the classified
+ * result, the provider transaction and the audit event in one transaction, under the lease.
+ */
+export async function submitOperation(
+  ctx: CoreContext,
+  provider: Provider,
+  id: string,
+  o: { from?: 'approved' | 'outcome_unknown'; rule?: string; detail?: Record<string, unknown>; owner?: string; heldLease?: string } = {},
+): Promise<SubmitOutcome> {
+  const claim = await claimAttempt(ctx, id, {
+    owner: o.owner ?? newOwnerToken(ctx.actor),
+    leaseMs: provider.capabilities.leaseMs,
+    from: o.from ?? 'approved',
+    rule: o.rule ?? 'submit.first_attempt',
+    detail: o.detail,
+    heldLease: o.heldLease,
+  });
+  const result = await send(provider, claim);
+  const operation = await finishAttempt(ctx, provider, claim, result);
+  return { operation, attempt: claim.attempt, result };
+}
+
+async function send(provider: Provider, claim: AttemptClaim): Promise<SubmitResult> {
+  try {
+    return await provider.submit({
+      operation_id: claim.op.id,
+      action: claim.op.action,
+      payload: claim.op.payload,
+      idempotency_key: claim.op.idempotency_key,
+      client_reference: claim.op.client_reference,
+    });
+  } catch (err) {
+    // An adapter that throws has not told us what happened at the provider: unknown, not failed.
+    return { outcome: 'unknown', error_class: 'exception', message: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+/** Phase 3: writes the result only while our lease holds (LeaseLostError otherwise). */
+export async function finishAttempt(ctx: CoreContext, provider: Provider, claim: AttemptClaim, result: SubmitResult): Promise<Operation> {
+  const now = ctx.now();
+  const to = stateForSubmit(result);
+  return ctx.db.transaction(async (tx) => {
+    const detail: Record<string, unknown> = {
+      attempt: claim.attempt,
+      outcome: result.outcome,
+      error_class: result.error_class ?? null,
+      http_status: result.http_status ?? null,
+      provider_request_id: result.provider_request_id ?? null,
+      replayed: result.replayed ?? false,
+      message: result.message ?? null,
+    };
+    let linked = true;
+    if (result.txn) {
+      detail.provider_id = result.txn.provider_id;
+      detail.provider_status = result.txn.status;
+    }
+    const { op } = await transition(tx, claim.op.id, to, {
+      actor: ctx.actor,
+      now,
+      kind: 'attempt.finished',
+      rule: `submit.${result.outcome}`,
+      detail,
+      review_reason: to === 'needs_review' ? 'idempotency_conflict' : null,
+      leaseOwner: claim.owner,
+    });
+    await tx.query(
+      `UPDATE recon.attempts SET ended_at = $3::timestamptz, outcome = $4, error_class = $5, provider_request_id = $6
+        WHERE operation_id = $1 AND number = $2`,
+      [
+        claim.op.id,
+        claim.attempt,
+        now.toISOString(),
+        result.outcome === 'unknown' || result.outcome === 'conflict' ? 'unknown' : result.outcome === 'failed' ? 'failed' : 'confirmed',
+        result.error_class ?? null,
+        result.provider_request_id ?? null,
+      ],
+    );
+    if (result.txn) {
+      const r = await linkTransaction(tx, provider.name, claim.op.id, result.txn, { via: result.replayed ? 'replay' : 'response', by: ctx.actor, at: now });
+      linked = r.linked;
+    }
+    return linked ? op : { ...op };
+  });
+}

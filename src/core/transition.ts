@@ -1,0 +1,146 @@
+import { LeaseLostError } from '../errors.js';
+import type { Queryable } from '../store/db.js';
+import type { AuditEvent, LinkedVia, Operation, ProviderTxn, State, ObservationResult } from '../types.js';
+import { appendEvent } from './audit.js';
+import { lockOperation, rowToOperation } from './repo.js';
+import { assertTransition, isTerminal } from './states.js';
+
+export interface TransitionOptions {
+  actor: string;
+  now: Date;
+  /** Audit event kind, e.g. `submit.classified`, `run.decision`, `review.resolved`. */
+  kind: string;
+  /** The rule that allowed the move (SPEC §1.6), e.g. `found.confirmed`, `human`. */
+  rule: string;
+  detail?: Record<string, unknown>;
+  review_reason?: string | null;
+  assignee?: string | null;
+  /**
+   * The worker's lease token. When given, the move is refused unless that worker still holds an
+   * unexpired lease: a worker whose lease was lost must not write over a newer claim.
+   */
+  leaseOwner?: string;
+  /** Keep the lease (e.g. → submitting for a retry); by default a transition releases it. */
+  keepLease?: { owner: string; expiresAt: Date };
+}
+
+/** Throws LeaseLostError unless `owner` holds an unexpired lease on `op`. */
+export function assertLease(op: Operation, owner: string, now: Date): void {
+  if (op.lease_owner !== owner || !op.lease_expires_at || op.lease_expires_at.getTime() <= now.getTime()) {
+    throw new LeaseLostError(
+      `lease on ${op.id} was lost (held by ${op.lease_owner ?? 'nobody'}, expires ${op.lease_expires_at?.toISOString() ?? '-'}); result not written`,
+    );
+  }
+}
+
+/**
+ * The one way to change an operation's state: checks the move against the state machine,
+ * updates the row and appends the audit event in the caller's transaction.
+ */
+export async function transition(tx: Queryable, id: string, to: State, o: TransitionOptions): Promise<{ op: Operation; event: AuditEvent }> {
+  const op = await lockOperation(tx, id);
+  if (o.leaseOwner) assertLease(op, o.leaseOwner, o.now);
+  assertTransition(id, op.state, to);
+  const r = await tx.query(
+    `UPDATE recon.operations
+        SET state = $2::text, updated_at = $3::timestamptz,
+            resolved_at = CASE WHEN $4::boolean THEN $3::timestamptz ELSE NULL END,
+            review_reason = CASE WHEN $2::text = 'needs_review' THEN coalesce($5::text, review_reason) ELSE review_reason END,
+            assignee = coalesce($6::text, assignee),
+            lease_owner = $7::text, lease_expires_at = $8::timestamptz,
+            next_check_at = NULL
+      WHERE id = $1 RETURNING *`,
+    [
+      id,
+      to,
+      o.now.toISOString(),
+      isTerminal(to),
+      o.review_reason ?? null,
+      o.assignee ?? null,
+      o.keepLease?.owner ?? null,
+      o.keepLease?.expiresAt.toISOString() ?? null,
+    ],
+  );
+  const event = await appendEvent(tx, {
+    operation_id: id,
+    at: o.now,
+    actor: o.actor,
+    kind: o.kind,
+    from_state: op.state,
+    to_state: to,
+    rule: o.rule,
+    detail: { ...(o.detail ?? {}), ...(to === 'needs_review' && o.review_reason ? { review_reason: o.review_reason } : {}) },
+  });
+  return { op: rowToOperation(r.rows[0]), event };
+}
+
+/** An audit event that records something without changing state (an observation, a wait, a note). */
+export async function note(
+  tx: Queryable,
+  id: string,
+  o: { actor: string; now: Date; kind: string; rule?: string | null; detail?: Record<string, unknown>; leaseOwner?: string },
+): Promise<AuditEvent> {
+  const op = await lockOperation(tx, id);
+  if (o.leaseOwner) assertLease(op, o.leaseOwner, o.now);
+  return appendEvent(tx, {
+    operation_id: id,
+    at: o.now,
+    actor: o.actor,
+    kind: o.kind,
+    from_state: op.state,
+    to_state: op.state,
+    rule: o.rule ?? null,
+    detail: o.detail ?? {},
+  });
+}
+
+/**
+ * Links a provider transaction to an operation. A transaction already linked to another
+ * operation is not re-pointed (it stays where it is, and the caller is told).
+ */
+export async function linkTransaction(
+  tx: Queryable,
+  provider: string,
+  operationId: string,
+  t: ProviderTxn,
+  how: { via: LinkedVia; by: string; at: Date },
+): Promise<{ linked: boolean; existingOperation: string | null }> {
+  const r = await tx.query<{ operation_id: string }>(
+    `INSERT INTO recon.provider_transactions
+       (provider, provider_id, operation_id, status, state, amount, currency, linked_via, linked_at, linked_by, created)
+     VALUES ($1, $2, $3, $4, $5, $6::bigint, $7, $8, $9::timestamptz, $10, $11::timestamptz)
+     ON CONFLICT (provider, provider_id) DO UPDATE SET status = EXCLUDED.status, state = EXCLUDED.state
+       WHERE recon.provider_transactions.operation_id = EXCLUDED.operation_id
+     RETURNING operation_id`,
+    [
+      provider,
+      t.provider_id,
+      operationId,
+      t.status,
+      t.state,
+      t.amount,
+      t.currency,
+      how.via,
+      how.at.toISOString(),
+      how.by,
+      t.created ? t.created.toISOString() : null,
+    ],
+  );
+  if (r.rows.length) return { linked: true, existingOperation: null };
+  const other = await tx.query<{ operation_id: string }>(
+    'SELECT operation_id FROM recon.provider_transactions WHERE provider = $1 AND provider_id = $2',
+    [provider, t.provider_id],
+  );
+  return { linked: false, existingOperation: other.rows[0]?.operation_id ?? null };
+}
+
+export async function recordObservation(
+  tx: Queryable,
+  operationId: string,
+  o: { at: Date; result: ObservationResult; detail: Record<string, unknown> },
+): Promise<void> {
+  await tx.query(
+    'INSERT INTO recon.observations (operation_id, observed_at, result, detail) VALUES ($1, $2::timestamptz, $3, $4::jsonb)',
+    [operationId, o.at.toISOString(), o.result, JSON.stringify(o.detail)],
+  );
+}

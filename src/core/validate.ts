@@ -1,0 +1,157 @@
+import { UsageError } from '../errors.js';
+
+/**
+ * Validation of an operation as it enters recon (a JSON file, stdin, the library API).
+ * Every error is one line naming the field and the fix (SPEC §7 "Bad input").
+ */
+export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,200}$/;
+export const MAX_PAYLOAD_BYTES = 64 * 1024;
+
+export interface OperationInput {
+  id: string;
+  provider: string;
+  action: string;
+  payload: Record<string, unknown>;
+  idempotency_key: string;
+  client_reference: string | null;
+  subject: Record<string, unknown> | null;
+  approval: string | null;
+  amount: number | null;
+  currency: string | null;
+}
+
+const KNOWN_FIELDS = new Set([
+  'id', 'provider', 'action', 'payload', 'idempotency_key', 'client_reference', 'subject', 'approval', 'amount', 'currency',
+]);
+
+let currencies: Set<string> | null = null;
+/** ISO 4217 codes known to this Node's ICU (no dependency needed). */
+export function isCurrency(code: string): boolean {
+  currencies ??= new Set(Intl.supportedValuesOf('currency').map((c) => c.toLowerCase()));
+  return currencies.has(code.toLowerCase());
+}
+
+export function validateId(id: unknown, field = 'id'): string {
+  if (typeof id !== 'string' || !ID_PATTERN.test(id)) {
+    throw new UsageError(`${field}: ${JSON.stringify(id)} is not a valid operation id; use 1-200 characters of A-Z a-z 0-9 . _ : -`);
+  }
+  return id;
+}
+
+function optionalString(v: unknown, field: string, max = 500): string | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'string' || v.length === 0 || v.length > max) {
+    throw new UsageError(`${field}: must be a non-empty string of at most ${max} characters`);
+  }
+  return v;
+}
+
+function validateAmount(v: unknown, field: string): number | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
+    throw new UsageError(`${field}: ${JSON.stringify(v)} is not a valid amount; use a non-negative integer in minor units (e.g. 1999 for 19.99)`);
+  }
+  return v;
+}
+
+function validateCurrency(v: unknown, field: string): string | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'string' || !/^[A-Za-z]{3}$/.test(v) || !isCurrency(v)) {
+    throw new UsageError(`${field}: ${JSON.stringify(v)} is not a known ISO 4217 currency; use e.g. "usd" or "eur"`);
+  }
+  return v.toLowerCase();
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Validates one operation. `where` prefixes messages ("line 3: ", "[2]: ") so a batch error
+ * points at the offending record. `providers` are the configured provider names.
+ */
+export function validateOperation(raw: unknown, providers: readonly string[], where = ''): OperationInput {
+  const at = (f: string) => `${where}${f}`;
+  if (!isPlainObject(raw)) throw new UsageError(`${where || 'input'}: an operation must be a JSON object`);
+  for (const key of Object.keys(raw)) {
+    if (!KNOWN_FIELDS.has(key)) {
+      throw new UsageError(`${at(key)}: unknown field; known fields: ${[...KNOWN_FIELDS].join(', ')}`);
+    }
+  }
+  const id = validateId(raw.id, at('id'));
+  if (typeof raw.provider !== 'string' || !raw.provider) throw new UsageError(`${at('provider')}: required; one of: ${providers.join(', ') || '(none configured: see recon init)'}`);
+  if (!providers.includes(raw.provider)) {
+    throw new UsageError(`${at('provider')}: unknown provider "${raw.provider}"; configured: ${providers.join(', ') || 'none (create recon.config.json or set STRIPE_API_KEY)'}`);
+  }
+  if (typeof raw.action !== 'string' || !/^[a-z][a-z0-9_.-]{0,63}$/.test(raw.action)) {
+    throw new UsageError(`${at('action')}: required, e.g. "refund" or "shipment.create"`);
+  }
+  if (!isPlainObject(raw.payload)) throw new UsageError(`${at('payload')}: required, a JSON object with what the provider is asked to do`);
+  const size = Buffer.byteLength(JSON.stringify(raw.payload));
+  if (size > MAX_PAYLOAD_BYTES) {
+    throw new UsageError(`${at('payload')}: ${size} bytes is over the 64 KiB limit; store large data elsewhere and reference it`);
+  }
+  const payloadAmount = validateAmount(raw.payload.amount, at('payload.amount'));
+  const payloadCurrency = validateCurrency(raw.payload.currency, at('payload.currency'));
+  const amount = validateAmount(raw.amount, at('amount'));
+  const currency = validateCurrency(raw.currency, at('currency'));
+  if (amount !== null && payloadAmount !== null && amount !== payloadAmount) {
+    throw new UsageError(`${at('amount')}: ${amount} disagrees with payload.amount ${payloadAmount}; give one of them`);
+  }
+  if (currency !== null && payloadCurrency !== null && currency !== payloadCurrency) {
+    throw new UsageError(`${at('currency')}: ${currency} disagrees with payload.currency ${payloadCurrency}; give one of them`);
+  }
+  if (raw.subject !== undefined && raw.subject !== null && !isPlainObject(raw.subject)) {
+    throw new UsageError(`${at('subject')}: must be a JSON object (e.g. {"customer": "cus_1", "order": "o_9"})`);
+  }
+  const key = raw.idempotency_key === undefined || raw.idempotency_key === null ? id : raw.idempotency_key;
+  if (typeof key !== 'string' || key.length < 1 || key.length > 255) {
+    throw new UsageError(`${at('idempotency_key')}: must be a string of 1-255 characters (default: the id)`);
+  }
+  return {
+    id,
+    provider: raw.provider,
+    action: raw.action,
+    payload: raw.payload,
+    idempotency_key: key,
+    client_reference: optionalString(raw.client_reference, at('client_reference'), 200),
+    subject: (raw.subject as Record<string, unknown> | undefined) ?? null,
+    approval: optionalString(raw.approval, at('approval'), 200),
+    amount: amount ?? payloadAmount,
+    currency: currency ?? payloadCurrency,
+  };
+}
+
+/**
+ * Parses the text of `ops record`: one JSON object, an array, or NDJSON lines.
+ * Malformed JSON is a UsageError naming the line.
+ */
+export function parseOperationsText(text: string, source: string): unknown[] {
+  const trimmed = text.trim();
+  if (!trimmed) throw new UsageError(`${source}: no operations in input; give a JSON object, an array, or NDJSON lines`);
+  if (trimmed.startsWith('[')) {
+    return [parseJson(trimmed, source)].flat();
+  }
+  const lines = trimmed.split('\n');
+  if (lines.length > 1 && lines.every((l) => !l.trim() || l.trim().startsWith('{'))) {
+    try {
+      const single = JSON.parse(trimmed);
+      return [single];
+    } catch {
+      const out: unknown[] = [];
+      lines.forEach((line, i) => {
+        if (line.trim()) out.push(parseJson(line, `${source}: line ${i + 1}`));
+      });
+      return out;
+    }
+  }
+  return [parseJson(trimmed, source)];
+}
+
+function parseJson(text: string, where: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`${where}: malformed JSON (${(err as Error).message}); fix the input and record again`);
+  }
+}
