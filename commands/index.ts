@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import * as attach from './attach.js';
+import * as auditDuplicates from './audit-duplicates.js';
 import * as auditVerify from './audit-verify.js';
 import * as db from './db.js';
 import * as escalate from './escalate.js';
@@ -13,6 +14,8 @@ import * as opsSubmit from './ops-submit.js';
 import * as retry from './retry.js';
 import * as review from './review.js';
 import * as run from './run.js';
+import * as sandbox from './sandbox.js';
+import * as stats from './stats.js';
 import * as webhook from './webhook.js';
 
 /** Registers every command; each file only parses and renders, the work is in src/. */
@@ -32,6 +35,9 @@ export function registerAll(program: Command): void {
   review.register(program);
   run.register(program);
   webhook.register(program);
+  stats.register(program);
+  sandbox.register(program);
   const audit = program.command('audit').description('the audit trail and provider-side duplicate audits');
+  auditDuplicates.register(audit);
   auditVerify.register(audit);
 }

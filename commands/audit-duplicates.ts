@@ -1,0 +1,108 @@
+import type { Command } from 'commander';
+import { parseDuration, parseSinceOrDate } from '../src/core/durations.js';
+import { findDuplicates, scanLedger, type Duplicate, type DuplicateScan } from '../src/core/duplicates.js';
+import { UsageError } from '../src/errors.js';
+import { action } from './support/action.js';
+import type { Deps } from './support/deps.js';
+import { info, printJson, println } from './support/io.js';
+import { renderTable } from './support/style.js';
+
+export interface DuplicatesOptions {
+  provider?: string;
+  since?: string;
+  until?: string;
+  csv?: boolean;
+  full?: boolean;
+  window: string;
+}
+
+export function register(audit: Command): void {
+  audit
+    .command('duplicates')
+    .description('find provider-side duplicates: several transactions for one operation or client reference, same-charge same-amount refunds close in time')
+    .option('--provider <name>', 'only this provider (default: every provider that can list its ledger)')
+    .option('--since <duration|date>', 'scan transactions created since (e.g. 365d, 2026-01-01)')
+    .option('--until <date>', 'scan transactions created until')
+    .option('--full', 're-read the whole ledger instead of only what is new since the last audit')
+    .option('--window <duration>', 'same charge + same amount within this counts as a duplicate', '24h')
+    .option('--csv', 'CSV on stdout, one row per transaction')
+    .addHelpText(
+      'after',
+      `
+Incremental: without --since or --full, only transactions created since the last audit are read
+(the earlier ledger is remembered), so a nightly audit costs a few API reads.
+Exit 8 when duplicates are found, so a scheduled audit can alert.
+
+Examples:
+  $ recon audit duplicates --since 365d --csv > duplicates.csv
+  $ recon audit duplicates --json`,
+    )
+    .action(action<DuplicatesOptions>(async (_a, opts, deps) => runDuplicates(opts, deps)));
+}
+
+export async function runDuplicates(o: DuplicatesOptions, deps: Deps): Promise<number> {
+  if (o.csv && deps.globals.json) throw new UsageError('--csv and --json: choose one output format');
+  const now = deps.now();
+  const since = o.since ? parseSinceOrDate(o.since, '--since', now) : undefined;
+  const until = o.until ? parseSinceOrDate(o.until, '--until', now) : undefined;
+  const windowMs = parseDuration(o.window, '--window');
+  const config = await deps.config();
+  const names = o.provider ? [o.provider] : Object.keys(config.providers);
+  const core = await deps.core();
+  const scans: DuplicateScan[] = [];
+  const progress = deps.io.isStderrTTY && !deps.io.quiet && !deps.globals.json && !o.csv;
+  for (const name of names) {
+    const provider = await deps.provider(name);
+    if (!provider.list) {
+      if (o.provider) throw new UsageError(`--provider: ${name} cannot list its ledger for audits`);
+      continue;
+    }
+    scans.push(
+      await scanLedger(core, provider, {
+        since,
+        until,
+        full: o.full,
+        onPage: progress ? (p) => deps.io.err.write(`\r  ${p.provider}: page ${p.page}, ${p.transactions} transactions scanned`) : undefined,
+      }),
+    );
+    if (progress) deps.io.err.write('\r\x1b[K');
+  }
+  const duplicates = await findDuplicates(core.db, { provider: o.provider, since, until, windowMs });
+  if (deps.globals.json) printJson(deps.io, { duplicates, scans });
+  else if (o.csv) println(deps.io, toCsv(duplicates));
+  else await render(deps, duplicates, scans);
+  return duplicates.length ? 8 : 0;
+}
+
+const CSV_HEAD = ['provider', 'kind', 'key', 'provider_id', 'amount', 'currency', 'status', 'created', 'operation_id', 'client_reference', 'recon_operation', 'recon_state'];
+
+function csvCell(v: unknown): string {
+  const s = v === null || v === undefined ? '' : String(v);
+  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+export function toCsv(duplicates: Duplicate[]): string {
+  const rows = [CSV_HEAD.join(',')];
+  for (const d of duplicates) {
+    for (const t of d.transactions) {
+      rows.push([d.provider, d.kind, d.key, t.provider_id, t.amount, t.currency, t.status, t.created, t.operation_id, t.client_reference, t.recon_operation, t.recon_state].map(csvCell).join(','));
+    }
+  }
+  return rows.join('\n');
+}
+
+async function render(deps: Deps, duplicates: Duplicate[], scans: DuplicateScan[]): Promise<void> {
+  for (const s of scans) {
+    info(deps.io, `${s.provider}: read ${s.transactions} transaction(s) in ${s.pages} page(s)${s.incremental ? ' (new since the last audit)' : ''}${s.since ? ` since ${s.since}` : ''}`);
+  }
+  if (!duplicates.length) return info(deps.io, 'no duplicates found');
+  println(
+    deps.io,
+    await renderTable(
+      deps.io,
+      ['provider', 'kind', 'key', 'transactions', 'total', 'recon knows'],
+      duplicates.map((d) => [d.provider, d.kind, d.key, d.transactions.map((t) => t.provider_id).join('\n'), `${d.amount_total} ${d.currency ?? ''}`.trim(), d.recon_knows ? 'yes' : 'no']),
+    ),
+  );
+  info(deps.io, `${duplicates.length} duplicate group(s) found`);
+}

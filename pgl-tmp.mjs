@@ -1,0 +1,12 @@
+import { PGlite } from '@electric-sql/pglite';
+import fs from 'node:fs';
+let t = Date.now();
+const a = await PGlite.create(); console.log('memory create', Date.now() - t); t = Date.now();
+const sql = fs.readFileSync('src/store/migrations/0001_init.sql', 'utf8');
+await a.exec(sql); console.log('migrate', Date.now() - t); t = Date.now();
+const dump = await a.dumpDataDir('none'); console.log('dump', Date.now() - t, dump.size); t = Date.now();
+const b = await PGlite.create({ loadDataDir: dump }); console.log('load', Date.now() - t); t = Date.now();
+console.log((await b.query("select count(*) from recon.operations")).rows);
+fs.rmSync('/tmp/pgl-x', {recursive: true, force: true});
+t = Date.now(); const c = await PGlite.create('/tmp/pgl-x'); console.log('folder create', Date.now() - t); await c.close();
+t = Date.now(); const d = await PGlite.create('/tmp/pgl-x'); console.log('folder reopen', Date.now() - t); await d.close();

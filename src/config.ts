@@ -1,0 +1,174 @@
+/**
+ * Loading recon's configuration (SPEC §6): discovery, `${ENV}` substitution, validation into typed
+ * values with defaults, and registration of every secret for `redact()`.
+ *
+ * Discovery: `--config FILE`, else `RECON_CONFIG`, else `./recon.config.json` when present, else
+ * none; without a file, a provider `stripe` exists when `STRIPE_API_KEY` is set.
+ */
+import { readFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { UsageError } from './errors.js';
+import { substituteEnv, type Env } from './config/env.js';
+import { DEFAULT_CAPABILITIES, readProvider } from './config/providers.js';
+import { Section } from './config/read.js';
+import { redact, registerSecret } from './config/redact.js';
+import type { LoadedConfig, ProviderConfig, StripeProviderConfig } from './config/types.js';
+
+export { redact, registerSecret } from './config/redact.js';
+export { DEFAULT_CAPABILITIES } from './config/providers.js';
+export type * from './config/types.js';
+
+export const DEFAULT_CONFIG_FILE = 'recon.config.json';
+
+export interface LoadConfigOptions {
+  /** `--config FILE`. */
+  flag?: string;
+  env: Env;
+  cwd: string;
+}
+
+export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConfig> {
+  const found = discover(options);
+  if (found === null) return fromEnvironment(options.env);
+  let text: string;
+  try {
+    text = await readFile(found.path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new UsageError(
+      code === 'ENOENT'
+        ? `${found.source}: config file ${found.path} does not exist; check the path or run \`recon init\``
+        : `${found.source}: cannot read ${found.path} (${code ?? 'error'})`,
+      { cause: err },
+    );
+  }
+  const display = displayPath(found.path, options.cwd);
+  try {
+    return parseConfig(text, { path: found.path, env: options.env });
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    // Redacted here, not only in the CLI: a message built from a substituted secret must not leak
+    // through String(err) or a stack trace either.
+    throw new UsageError(redact(`${display}: ${err.message}`));
+  }
+}
+
+interface Found {
+  path: string;
+  /** What pointed at the file, for the "does not exist" message. */
+  source: string;
+}
+
+function discover({ flag, env, cwd }: LoadConfigOptions): Found | null {
+  if (flag !== undefined && flag !== '') return { path: path.resolve(cwd, flag), source: '--config' };
+  const fromEnv = env['RECON_CONFIG'];
+  if (fromEnv !== undefined && fromEnv !== '') return { path: path.resolve(cwd, fromEnv), source: 'RECON_CONFIG' };
+  const local = path.join(cwd, DEFAULT_CONFIG_FILE);
+  return existsSync(local) ? { path: local, source: DEFAULT_CONFIG_FILE } : null;
+}
+
+function displayPath(file: string, cwd: string): string {
+  const rel = path.relative(cwd, file);
+  return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel) ? rel : file;
+}
+
+/** Parses and validates config text; `path` is used to resolve module providers. Throws UsageError. */
+export function parseConfig(text: string, where: { path: string; env: Env }): LoadedConfig {
+  const raw = parseJson(text);
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new UsageError('the config file must hold one JSON object such as {"providers": {...}}');
+  }
+  const substituted = substituteEnv(raw, '', where.env) as Record<string, unknown>;
+  const root = new Section(substituted, '', ['$schema', 'db', 'providers']);
+  const db = root.string('db', null);
+  if (db !== null) registerDsnPassword(db);
+  const providers: Record<string, ProviderConfig> = {};
+  const entries = root.has('providers') ? root.section('providers', Object.keys(substituted['providers'] ?? {})) : null;
+  for (const [name, value] of Object.entries(entries?.value ?? {})) {
+    if (name.startsWith('//') || name === '$comment') continue;
+    if (!/^[A-Za-z0-9._-]{1,64}$/.test(name)) {
+      throw new UsageError(`providers.${JSON.stringify(name)}: provider names use letters, digits, '.', '_' and '-'`);
+    }
+    providers[name] = readProvider(name, value, path.dirname(where.path));
+  }
+  return { path: where.path, ...(db !== null ? { db } : {}), providers };
+}
+
+function fromEnvironment(env: Env): LoadedConfig {
+  const apiKey = env['STRIPE_API_KEY'];
+  if (apiKey === undefined || apiKey === '') return { path: null, providers: {} };
+  const webhookSecret = env['STRIPE_WEBHOOK_SECRET'] || null;
+  registerSecret(apiKey);
+  registerSecret(webhookSecret);
+  const stripe: StripeProviderConfig = {
+    name: 'stripe',
+    type: 'stripe',
+    capabilities: { ...DEFAULT_CAPABILITIES, keyRetentionMs: 24 * 3_600_000, lookupAuthoritative: true },
+    apiKey,
+    apiBase: env['STRIPE_API_BASE'] || null,
+    webhookSecret,
+  };
+  return { path: null, providers: { stripe } };
+}
+
+function registerDsnPassword(dsn: string): void {
+  try {
+    const url = new URL(dsn);
+    if (url.password) registerSecret(decodeURIComponent(url.password));
+  } catch {
+    // Not a URL (pglite:PATH, memory:): nothing secret in it.
+  }
+}
+
+function parseJson(text: string): unknown {
+  const stripped = stripComments(text);
+  try {
+    return JSON.parse(stripped);
+  } catch (err) {
+    const message = (err as Error).message;
+    const position = /at position (\d+)/.exec(message);
+    let where = '';
+    if (position) {
+      const before = stripped.slice(0, Number(position[1]));
+      const line = before.split('\n').length;
+      const column = before.length - before.lastIndexOf('\n');
+      where = ` at line ${line}, column ${column}`;
+    }
+    // V8's message may quote the offending text, which could be a secret: keep only its first clause.
+    const reason = message.replace(/ in JSON at position \d+.*$/s, '').replace(/^Unexpected token.*$/s, 'unexpected token');
+    throw new UsageError(`invalid JSON${where}: ${reason}; fix the syntax`);
+  }
+}
+
+/**
+ * `recon init` writes a commented file, so `//` and `/* *\/` comments outside strings are allowed.
+ * They are blanked (newlines kept) so the line numbers in syntax errors still match the file.
+ */
+function stripComments(text: string): string {
+  let out = '';
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i]!;
+    if (c === '"') {
+      let j = i + 1;
+      while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j + 1;
+    } else if (c === '/' && text[i + 1] === '/') {
+      const end = text.indexOf('\n', i);
+      const stop = end === -1 ? text.length : end;
+      out += ' '.repeat(stop - i);
+      i = stop;
+    } else if (c === '/' && text[i + 1] === '*') {
+      const end = text.indexOf('*/', i + 2);
+      const stop = end === -1 ? text.length : end + 2;
+      out += text.slice(i, stop).replace(/[^\n]/g, ' ');
+      i = stop;
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  return out;
+}

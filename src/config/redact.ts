@@ -1,0 +1,49 @@
+/**
+ * Secrets are never printed, logged or stored (SPEC §6). The config loader registers every secret
+ * value it sees; the CLI passes every error message and log line through `redact()`.
+ */
+
+const REDACTED = '[redacted]';
+
+/** Shorter values are not registered: redacting every "abc" in a message would hide more than it protects. */
+const MIN_SECRET_LENGTH = 4;
+
+const secrets = new Set<string>();
+/** Longest first, so `Bearer tok_123` is replaced whole rather than leaving `Bearer ` plus a fragment. */
+let ordered: string[] = [];
+
+/** Environment variables whose values are secrets wherever they are substituted. */
+export const SECRET_ENV_NAME = /KEY|TOKEN|SECRET|PASSWORD/i;
+
+const PATTERNS: Array<[RegExp, string]> = [
+  // Stripe secret and restricted keys, webhook signing secrets.
+  [/\b(?:sk|rk)_(?:test|live)_[A-Za-z0-9_]+/g, REDACTED],
+  [/\bwhsec_[A-Za-z0-9+/=_-]+/g, REDACTED],
+  // The password of postgres://user:password@host/db; the user name stays, it helps debugging.
+  [/\b(postgres(?:ql)?:\/\/[^:/@\s]*:)[^@\s]+@/gi, `$1${REDACTED}@`],
+];
+
+export function registerSecret(value: string | null | undefined): void {
+  if (typeof value !== 'string' || value.length < MIN_SECRET_LENGTH || secrets.has(value)) return;
+  secrets.add(value);
+  // A header value `Bearer X` is registered whole; X alone may appear too (e.g. echoed by a server).
+  const bearer = /^(?:Bearer|Basic|Token)\s+(\S{4,})$/i.exec(value);
+  if (bearer?.[1]) secrets.add(bearer[1]);
+  ordered = [...secrets].sort((a, b) => b.length - a.length);
+}
+
+/** Replaces every registered secret and anything that looks like a key or a DSN password with `[redacted]`. */
+export function redact(text: string): string {
+  let out = String(text);
+  for (const secret of ordered) {
+    if (out.includes(secret)) out = out.split(secret).join(REDACTED);
+  }
+  for (const [pattern, replacement] of PATTERNS) out = out.replace(pattern, replacement);
+  return out;
+}
+
+/** For tests: forget the registered secrets. */
+export function clearSecrets(): void {
+  secrets.clear();
+  ordered = [];
+}

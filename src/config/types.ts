@@ -1,0 +1,103 @@
+/**
+ * The validated shape of recon's configuration (SPEC §6). Everything here has passed validation:
+ * durations are milliseconds, `${ENV}` references are substituted, defaults are applied.
+ */
+import type { ProviderCapabilities } from '../types.js';
+
+export const PROVIDER_TYPES = ['stripe', 'http', 'module'] as const;
+export type ProviderType = (typeof PROVIDER_TYPES)[number];
+
+interface BaseProviderConfig {
+  /** The key under `providers`, e.g. `stripe`, `warehouse`. */
+  name: string;
+  /** Every capability with its default applied (see ProviderCapabilities for the defaults). */
+  capabilities: ProviderCapabilities;
+}
+
+export interface StripeProviderConfig extends BaseProviderConfig {
+  type: 'stripe';
+  apiKey: string;
+  /** e.g. `https://api.stripe.com` (the SDK's default when null) or a sandbox's `http://127.0.0.1:PORT`. */
+  apiBase: string | null;
+  /** `whsec_…`; null when webhooks are not verified for this provider. */
+  webhookSecret: string | null;
+}
+
+export interface HttpRequestMapping {
+  method: string;
+  /** Path relative to baseUrl; `{name}` placeholders are filled from the operation, URL-encoded. */
+  path: string;
+}
+
+export interface HttpLookupMapping extends HttpRequestMapping {
+  /** Dotted path of the array in the response (`data`); absent when the response is one object. */
+  list: string | null;
+}
+
+export interface HttpListMapping extends HttpRequestMapping {
+  /** Dotted path of the array in each page. Default `data`. */
+  list: string;
+  /** Dotted path of the "more pages" flag. Default `has_more`. */
+  hasMore: string;
+  /** Query parameter that takes the last item's id to fetch the next page. Default `starting_after`. */
+  cursorParam: string;
+}
+
+/** Dotted paths into a provider object. */
+export interface HttpFieldMapping {
+  id: string;
+  status: string;
+  idempotencyKey: string | null;
+  clientReference: string | null;
+  operationId: string | null;
+  amount: string | null;
+  currency: string | null;
+  created: string | null;
+}
+
+/**
+ * How an "idempotency key reused with other parameters" answer looks. Default follows the IETF
+ * idempotency-key draft: 422 (or 400) whose body mentions idempotency. 409 is deliberately not
+ * here: the draft and Stripe both use it for "a request with this key is still in flight".
+ */
+export interface HttpConflictMapping {
+  statuses: number[];
+  /** Case-insensitive substring the response body must contain; null = the status alone decides. */
+  bodyContains: string | null;
+}
+
+export interface HttpProviderConfig extends BaseProviderConfig {
+  type: 'http';
+  baseUrl: string;
+  headers: Record<string, string>;
+  idempotencyHeader: string;
+  submit: HttpRequestMapping;
+  lookup: HttpLookupMapping;
+  get: HttpRequestMapping;
+  list: HttpListMapping | null;
+  fields: HttpFieldMapping;
+  status: { confirmed: string[]; pending: string[]; failed: string[] };
+  conflict: HttpConflictMapping;
+}
+
+export interface ModuleProviderConfig extends BaseProviderConfig {
+  type: 'module';
+  /** Absolute path, resolved against the config file's folder. */
+  module: string;
+  /** As written in the config, for error messages (`./providers/calendar.js`). */
+  moduleSpec: string;
+  /** Free-form settings handed to the module's factory. */
+  options: Record<string, unknown>;
+  /** Only the capabilities written in the config: they override what the module declares. */
+  capabilityOverrides: Partial<ProviderCapabilities>;
+}
+
+export type ProviderConfig = StripeProviderConfig | HttpProviderConfig | ModuleProviderConfig;
+
+export interface LoadedConfig {
+  /** The config file read, or null when recon runs from the environment alone. */
+  path: string | null;
+  /** The config file's `db`, when set (lowest precedence, SPEC §5). */
+  db?: string;
+  providers: Record<string, ProviderConfig>;
+}

@@ -1,0 +1,168 @@
+/**
+ * Staying polite to providers: a client-side token bucket, exponential backoff with full jitter,
+ * `Retry-After` parsing, a retry loop and a concurrency limit. stripe-node retries connection
+ * errors, 409 and 5xx itself but not a plain 429 (SPEC §6), so 429 handling lives here.
+ * Clock and sleep are injectable so tests run on a fake clock without real waiting.
+ */
+import { UsageError } from '../errors.js';
+
+export type Sleep = (ms: number) => Promise<void>;
+
+export const realSleep: Sleep = (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+
+export interface TokenBucketOptions {
+  /** Tokens added per second: the sustained request rate. `Infinity` disables limiting. */
+  ratePerSec: number;
+  /** Bucket size: how many requests may go at once after a quiet period. Default: `max(1, ratePerSec)`. */
+  burst?: number;
+  /** Milliseconds clock. Default `Date.now`. */
+  now?: () => number;
+  /** Default: a `setTimeout` promise. */
+  sleep?: Sleep;
+}
+
+/** Requests take one token each; the bucket starts full. Waiters are served in arrival order. */
+export class TokenBucket {
+  private readonly ratePerSec: number;
+  private readonly burst: number;
+  private readonly now: () => number;
+  private readonly sleep: Sleep;
+  private tokens: number;
+  private refilledAt: number;
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(options: TokenBucketOptions) {
+    const { ratePerSec } = options;
+    if (!(ratePerSec > 0)) {
+      throw new UsageError(`rateLimit: ${ratePerSec} is not a rate; use a positive number of requests per second`);
+    }
+    this.ratePerSec = ratePerSec;
+    this.burst = options.burst ?? Math.max(1, Number.isFinite(ratePerSec) ? ratePerSec : 1);
+    if (!(this.burst >= 1)) throw new UsageError(`burst: ${options.burst} must be at least 1`);
+    this.now = options.now ?? Date.now;
+    this.sleep = options.sleep ?? realSleep;
+    this.tokens = this.burst;
+    this.refilledAt = this.now();
+  }
+
+  /** Resolves when a request may be sent. */
+  take(): Promise<void> {
+    if (this.ratePerSec === Infinity) return Promise.resolve();
+    // Chaining keeps waiters in order; without it, a burst of waiters would all wake at the same
+    // refill and race for one token, and the losers could starve.
+    const turn = this.queue.then(() => this.acquire());
+    this.queue = turn.catch(() => undefined);
+    return turn;
+  }
+
+  private async acquire(): Promise<void> {
+    for (;;) {
+      this.refill();
+      if (this.tokens >= 1) {
+        this.tokens -= 1;
+        return;
+      }
+      await this.sleep(Math.ceil(((1 - this.tokens) * 1000) / this.ratePerSec));
+    }
+  }
+
+  private refill(): void {
+    const t = this.now();
+    // A clock that steps backwards must not mint tokens from negative elapsed time.
+    const elapsed = Math.max(0, t - this.refilledAt);
+    this.tokens = Math.min(this.burst, this.tokens + (elapsed * this.ratePerSec) / 1000);
+    this.refilledAt = t;
+  }
+}
+
+export interface BackoffOptions {
+  /** Default 250ms. */
+  baseMs?: number;
+  /** Default 30s. */
+  maxMs?: number;
+  /** Default Math.random. */
+  random?: () => number;
+}
+
+/**
+ * Exponential backoff with full jitter: uniform in [0, min(maxMs, baseMs·2^attempt)).
+ * Full jitter spreads the workers of several `recon run` hosts that were throttled together,
+ * instead of having them come back in lockstep (AWS Architecture Blog, "Exponential Backoff And Jitter").
+ *
+ * @param attempt retries already made: 0 before the first retry.
+ */
+export function backoffDelay(attempt: number, options: BackoffOptions = {}): number {
+  const { baseMs = 250, maxMs = 30_000, random = Math.random } = options;
+  const ceiling = Math.min(maxMs, baseMs * 2 ** Math.max(0, attempt));
+  return Math.floor(random() * ceiling);
+}
+
+/**
+ * Parses a `Retry-After` header: delay-seconds or an HTTP date (RFC 9110 §10.2.3).
+ * Returns undefined when absent or unreadable, so the caller falls back to its own backoff.
+ */
+export function retryAfterMs(headerValue: string | null | undefined, now: number = Date.now()): number | undefined {
+  if (headerValue == null) return undefined;
+  const s = headerValue.trim();
+  if (/^\d+$/.test(s)) return Number(s) * 1000;
+  // Only the HTTP-date form is meant here; Date.parse would also take "5" or "1.5" as a year.
+  if (!/[a-z]/i.test(s)) return undefined;
+  const at = Date.parse(s);
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, at - now);
+}
+
+export interface RetryOptions {
+  /** Retries after the first call; 0 means one call only. */
+  retries: number;
+  /** Only errors that prove the request was not acted upon (429, a failed read) may be retried. */
+  isRetryable: (err: unknown) => boolean;
+  /** Delay before retry number `attempt` (0-based). Default: `backoffDelay(attempt)`. */
+  delayFor?: (err: unknown, attempt: number) => number;
+  sleep?: Sleep;
+}
+
+/**
+ * Calls `fn` until it succeeds, a non-retryable error occurs, or the retries are spent; then
+ * rethrows the last error unchanged, so the caller still classifies it.
+ * `fn` must be safe to repeat: a read, or a submit whose idempotency key is fixed.
+ */
+export async function withRetries<T>(fn: (attempt: number) => Promise<T>, options: RetryOptions): Promise<T> {
+  const { retries, isRetryable, delayFor = (_err, attempt) => backoffDelay(attempt), sleep = realSleep } = options;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn(attempt);
+    } catch (err) {
+      if (attempt >= retries || !isRetryable(err)) throw err;
+      await sleep(delayFor(err, attempt));
+    }
+  }
+}
+
+/**
+ * Returns a function that runs at most `n` of the given tasks at a time, the rest queued in order
+ * (what `p-limit` does; ten lines are not worth a dependency).
+ */
+export function limitConcurrency(n: number): <T>(task: () => Promise<T>) => Promise<T> {
+  if (!(Number.isInteger(n) && n >= 1)) {
+    throw new UsageError(`concurrency: ${n} is not a valid limit; use a whole number of at least 1`);
+  }
+  let active = 0;
+  const waiting: (() => void)[] = [];
+  // A finishing task hands its slot straight to the next waiter, so a task arriving in between
+  // cannot overtake the queue.
+  const release = () => {
+    const wake = waiting.shift();
+    if (wake) wake();
+    else active--;
+  };
+  return async <T>(task: () => Promise<T>): Promise<T> => {
+    if (active >= n) await new Promise<void>((resolve) => waiting.push(resolve));
+    else active++;
+    try {
+      return await task();
+    } finally {
+      release();
+    }
+  };
+}

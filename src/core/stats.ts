@@ -1,0 +1,122 @@
+import type { Queryable } from '../store/db.js';
+
+/** `recon stats`: where the backlog is, how fast it resolves, how often humans are needed. */
+export interface Stats {
+  since: string | null;
+  unresolved: { state: string; age_bucket: string; count: number }[];
+  unresolved_total: number;
+  by_state: Record<string, number>;
+  /** Operations recon found with several provider transactions (review reason duplicate). */
+  duplicate_actions: number;
+  /** Duplicate groups found by `audit duplicates` in the provider ledger index. */
+  ledger_duplicate_groups: number | null;
+  time_to_reconciliation_seconds: { count: number; p50: number | null; p90: number | null; p99: number | null };
+  attempts_per_operation: { operations: number; mean: number | null; max: number | null; histogram: Record<string, number> };
+  escalations: number;
+}
+
+export const AGE_BUCKETS: [string, number][] = [
+  ['<10m', 10 * 60],
+  ['10m-1h', 3600],
+  ['1h-24h', 24 * 3600],
+  ['1d-3d', 3 * 24 * 3600],
+  ['>3d', Number.POSITIVE_INFINITY],
+];
+
+/** Nearest-rank percentile of sorted values. */
+export function percentile(sorted: number[], p: number): number | null {
+  if (!sorted.length) return null;
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[Math.min(sorted.length, rank) - 1];
+}
+
+export async function computeStats(q: Queryable, o: { now: Date; since?: Date }): Promise<Stats> {
+  const now = o.now.toISOString();
+  const since = o.since?.toISOString() ?? null;
+  const unresolved = await q.query<{ state: string; age: number }>(
+    `SELECT state, extract(epoch FROM ($1::timestamptz - coalesce(first_attempt_at, created_at)))::float8 AS age
+       FROM recon.operations WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')`,
+    [now],
+  );
+  const buckets = new Map<string, number>();
+  for (const r of unresolved.rows) {
+    const bucket = AGE_BUCKETS.find(([, max]) => Number(r.age) < max)![0];
+    const k = `${r.state}\u0000${bucket}`;
+    buckets.set(k, (buckets.get(k) ?? 0) + 1);
+  }
+  const byState = await q.query<{ state: string; n: number }>(
+    `SELECT state, count(*)::int AS n FROM recon.operations WHERE ($1::timestamptz IS NULL OR created_at >= $1::timestamptz) GROUP BY state`,
+    [since],
+  );
+  const resolved = await q.query<{ s: number }>(
+    `SELECT extract(epoch FROM (resolved_at - first_attempt_at))::float8 AS s FROM recon.operations
+      WHERE resolved_at IS NOT NULL AND first_attempt_at IS NOT NULL AND state IN ('confirmed', 'failed')
+        AND ($1::timestamptz IS NULL OR resolved_at >= $1::timestamptz)
+      ORDER BY 1`,
+    [since],
+  );
+  const ttr = resolved.rows.map((r) => Number(r.s));
+  const attempts = await q.query<{ attempt_count: number; n: number }>(
+    `SELECT attempt_count, count(*)::int AS n FROM recon.operations
+      WHERE attempt_count > 0 AND ($1::timestamptz IS NULL OR created_at >= $1::timestamptz) GROUP BY attempt_count ORDER BY attempt_count`,
+    [since],
+  );
+  const histogram: Record<string, number> = {};
+  let ops = 0;
+  let sum = 0;
+  let max: number | null = null;
+  for (const r of attempts.rows) {
+    histogram[String(r.attempt_count)] = Number(r.n);
+    ops += Number(r.n);
+    sum += Number(r.attempt_count) * Number(r.n);
+    max = Number(r.attempt_count);
+  }
+  const dup = await q.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM recon.operations WHERE review_reason = 'duplicate' AND ($1::timestamptz IS NULL OR created_at >= $1::timestamptz)`,
+    [since],
+  );
+  const esc = await q.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM recon.audit_events WHERE to_state = 'needs_review' AND from_state IS DISTINCT FROM 'needs_review'
+        AND ($1::timestamptz IS NULL OR at >= $1::timestamptz)`,
+    [since],
+  );
+  const ledger = await q.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM (
+       SELECT provider, operation_id FROM recon.ledger_index WHERE operation_id IS NOT NULL GROUP BY provider, operation_id HAVING count(*) > 1) d`,
+  );
+  return {
+    since,
+    unresolved: [...buckets.entries()].map(([k, count]) => {
+      const [state, age_bucket] = k.split('\u0000');
+      return { state, age_bucket, count };
+    }).sort((a, b) => a.state.localeCompare(b.state) || AGE_BUCKETS.findIndex((x) => x[0] === a.age_bucket) - AGE_BUCKETS.findIndex((x) => x[0] === b.age_bucket)),
+    unresolved_total: unresolved.rows.length,
+    by_state: Object.fromEntries(byState.rows.map((r) => [r.state, Number(r.n)])),
+    duplicate_actions: Number(dup.rows[0].n),
+    ledger_duplicate_groups: Number(ledger.rows[0].n),
+    time_to_reconciliation_seconds: { count: ttr.length, p50: percentile(ttr, 50), p90: percentile(ttr, 90), p99: percentile(ttr, 99) },
+    attempts_per_operation: { operations: ops, mean: ops ? sum / ops : null, max, histogram },
+    escalations: Number(esc.rows[0].n),
+  };
+}
+
+export function statsPrometheus(s: Stats): string {
+  const out: string[] = [];
+  const head = (name: string, help: string, type = 'gauge') => out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+  head('recon_unresolved_operations_by_age', 'Unresolved operations by state and age bucket.');
+  for (const u of s.unresolved) out.push(`recon_unresolved_operations_by_age{state="${u.state}",age="${u.age_bucket}"} ${u.count}`);
+  head('recon_operations', 'Operations by state.');
+  for (const [state, n] of Object.entries(s.by_state)) out.push(`recon_operations{state="${state}"} ${n}`);
+  head('recon_duplicate_actions', 'Operations with several provider transactions.');
+  out.push(`recon_duplicate_actions ${s.duplicate_actions}`);
+  head('recon_time_to_reconciliation_seconds', 'Time from first attempt to resolution.', 'summary');
+  for (const [q, v] of [['0.5', s.time_to_reconciliation_seconds.p50], ['0.9', s.time_to_reconciliation_seconds.p90], ['0.99', s.time_to_reconciliation_seconds.p99]] as const) {
+    if (v !== null) out.push(`recon_time_to_reconciliation_seconds{quantile="${q}"} ${v}`);
+  }
+  out.push(`recon_time_to_reconciliation_seconds_count ${s.time_to_reconciliation_seconds.count}`);
+  head('recon_attempts_per_operation_mean', 'Mean attempts per attempted operation.');
+  out.push(`recon_attempts_per_operation_mean ${s.attempts_per_operation.mean ?? 0}`);
+  head('recon_escalations', 'Moves into needs_review.');
+  out.push(`recon_escalations ${s.escalations}`);
+  return out.join('\n') + '\n';
+}

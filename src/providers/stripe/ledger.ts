@@ -1,0 +1,132 @@
+/**
+ * Reading Stripe's refund ledger: lookup (SPEC §4 step 1) and the page-by-page listing audits use.
+ *
+ * Pages are requested one at a time with `starting_after` rather than through stripe-node's
+ * auto-pager: the auto-pager fetches the next page itself, past our token bucket and 429 handling,
+ * and an audit over a large ledger is exactly where throttling happens. Nothing is collected into
+ * memory beyond the current page (autoPagingToArray is capped at 10,000 items anyway).
+ */
+import type Stripe from 'stripe';
+import type { ListRange, LookupQuery, LookupResult, ProviderTxn } from '../../types.js';
+import { formatDuration } from '../../core/durations.js';
+import { describeError, refundToTxn } from './classify.js';
+import { isRateLimited, retryAfterOf, type StripeClient } from './client.js';
+
+const PAGE_SIZE = 100;
+
+export async function* refundPages(
+  client: StripeClient,
+  params: Stripe.RefundListParams,
+): AsyncGenerator<Stripe.Refund[]> {
+  let startingAfter: string | undefined;
+  for (;;) {
+    const query: Stripe.RefundListParams = { ...params, limit: PAGE_SIZE, ...(startingAfter ? { starting_after: startingAfter } : {}) };
+    const page = await client.call(() => client.stripe.refunds.list(query), 'read');
+    yield page.data;
+    const last = page.data[page.data.length - 1];
+    if (!page.has_more || !last) return;
+    startingAfter = last.id;
+  }
+}
+
+export async function* listRefunds(client: StripeClient, range: ListRange): AsyncGenerator<ProviderTxn> {
+  const created: Stripe.RangeQueryParam = {};
+  if (range.since) created.gte = Math.floor(range.since.getTime() / 1000);
+  if (range.until) created.lte = Math.floor(range.until.getTime() / 1000);
+  let page = 0;
+  for await (const refunds of refundPages(client, Object.keys(created).length > 0 ? { created } : {})) {
+    range.onPage?.({ page: ++page, items: refunds.length });
+    for (const refund of refunds) yield refundToTxn(refund);
+  }
+}
+
+interface LookupPlan {
+  params: Stripe.RefundListParams;
+  isMatch: (txn: ProviderTxn) => boolean;
+  /** Same charge, same amount, no recon metadata: shown to a human, never linked. */
+  isCandidate: (txn: ProviderTxn) => boolean;
+  note: string;
+}
+
+/**
+ * Stripe cannot search refunds by idempotency key, nor search refunds at all: recon finds its own
+ * refunds by the `recon_operation_id` / `recon_client_reference` metadata it writes on submit,
+ * listing by the payload's payment intent or charge when it has one (complete, hence
+ * authoritative), else the refunds created since `query.since` (default: the key retention window,
+ * since a key older than that cannot deduplicate a retry anyway).
+ */
+export function planLookup(query: LookupQuery, keyRetentionMs: number, now: Date): LookupPlan {
+  const payload = query.payload ?? {};
+  const paymentIntent = typeof payload['payment_intent'] === 'string' ? payload['payment_intent'] : undefined;
+  const charge = typeof payload['charge'] === 'string' ? payload['charge'] : undefined;
+  const params: Stripe.RefundListParams = {};
+  let scope: string;
+  if (paymentIntent) [params.payment_intent, scope] = [paymentIntent, `refunds of payment intent ${paymentIntent}`];
+  else if (charge) [params.charge, scope] = [charge, `refunds of charge ${charge}`];
+  if (query.since || (!paymentIntent && !charge)) {
+    const since = query.since ?? new Date(now.getTime() - keyRetentionMs);
+    params.created = { gte: Math.floor(since.getTime() / 1000) };
+    scope = `${paymentIntent || charge ? `${scope!}, ` : 'refunds '}created since ${since.toISOString()}${query.since ? '' : ` (key retention ${formatDuration(keyRetentionMs)})`}`;
+  }
+
+  let isMatch: (txn: ProviderTxn) => boolean;
+  let how: string;
+  if (query.operation_id) {
+    const id = query.operation_id;
+    [isMatch, how] = [(t) => t.operation_id === id, `metadata.recon_operation_id = ${id}`];
+  } else if (query.idempotency_key) {
+    const key = query.idempotency_key;
+    isMatch = (t) => t.operation_id === key;
+    how = `metadata.recon_operation_id = ${key} (Stripe cannot search by idempotency key; recon's key defaults to the operation id)`;
+  } else if (query.client_reference) {
+    const ref = query.client_reference;
+    [isMatch, how] = [(t) => t.client_reference === ref, `metadata.recon_client_reference = ${ref}`];
+  } else {
+    [isMatch, how] = [() => false, 'nothing (no operation id, key or client reference given)'];
+  }
+
+  const amount = typeof payload['amount'] === 'number' ? payload['amount'] : undefined;
+  const currency = typeof payload['currency'] === 'string' ? payload['currency'].toLowerCase() : undefined;
+  const isCandidate = (t: ProviderTxn) =>
+    amount !== undefined &&
+    (paymentIntent !== undefined || charge !== undefined) &&
+    t.operation_id === null &&
+    t.amount === amount &&
+    (currency === undefined || t.currency === currency);
+
+  return { params, isMatch, isCandidate, note: `listed ${scope!}; matched ${how}` };
+}
+
+/** Provider trouble never throws here: it is an observation (`unavailable`) the rule backs off on. */
+export async function lookupRefunds(client: StripeClient, plan: LookupPlan): Promise<LookupResult & { note: string }> {
+  const matches: ProviderTxn[] = [];
+  const candidates: ProviderTxn[] = [];
+  try {
+    for await (const refunds of refundPages(client, plan.params)) {
+      for (const refund of refunds) {
+        const txn = refundToTxn(refund);
+        if (plan.isMatch(txn)) matches.push(txn);
+        else if (plan.isCandidate(txn)) candidates.push(txn);
+      }
+    }
+  } catch (err) {
+    const retryAfter = isRateLimited(err) ? retryAfterOf(err) : 0;
+    return {
+      result: 'unavailable',
+      matches: [],
+      candidates: [],
+      error: describeError(err),
+      ...(retryAfter > 0 ? { retry_after_ms: retryAfter } : {}),
+      note: plan.note,
+    };
+  }
+  const result =
+    matches.length > 0
+      ? matches.every((t) => t.state === 'pending')
+        ? 'pending'
+        : 'found'
+      : candidates.length > 0
+        ? 'ambiguous'
+        : 'not_found';
+  return { result, matches, candidates, note: plan.note };
+}

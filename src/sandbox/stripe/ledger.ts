@@ -1,0 +1,275 @@
+/**
+ * What the Stripe sandbox holds: payment intents, their charges and refunds, with Stripe's rules
+ * for refundable amounts and list pagination (docs.stripe.com/api/refunds, /api/pagination).
+ */
+import { randomId, type FormObject } from '../http.js';
+import { endpointError, inRange, money, parseCreated, parseMetadata, positiveInt, str } from './params.js';
+import {
+  missingResource,
+  paramError,
+  type Charge,
+  type EndpointError,
+  type PaymentIntent,
+  type Refund,
+} from './types.js';
+
+export interface SeedRefund {
+  payment_intent?: string;
+  charge?: string;
+  amount: number;
+  currency?: string;
+  metadata?: Record<string, string>;
+  /** Unix seconds. */
+  created?: number;
+  status?: string;
+}
+
+export interface RefundFilter {
+  payment_intent?: string;
+  charge?: string;
+  metadataOperationId?: string;
+}
+
+const CREATE_PARAMS = new Set([
+  'amount', 'charge', 'currency', 'customer', 'expand', 'instructions_email', 'metadata', 'origin',
+  'payment_intent', 'reason', 'refund_application_fee', 'reverse_transfer',
+]);
+const LIST_PARAMS = new Set(['charge', 'created', 'ending_before', 'expand', 'limit', 'payment_intent', 'starting_after']);
+const REASONS = new Set(['duplicate', 'fraudulent', 'requested_by_customer']);
+/** Statuses whose amount no longer counts as refunded (Stripe gives the money back to the charge). */
+const RETURNED = new Set(['failed', 'canceled']);
+
+interface Stored {
+  refund: Refund;
+  seq: number;
+  hiddenUntil: number;
+}
+
+export class StripeLedger {
+  readonly paymentIntents = new Map<string, PaymentIntent>();
+  readonly charges = new Map<string, Charge>();
+  private readonly byId = new Map<string, Stored>();
+  /** Newest first by (created, insertion): the order Stripe lists in. */
+  private readonly sorted: Stored[] = [];
+  private readonly inOrder: Stored[] = [];
+  private seq = 0;
+
+  constructor(private readonly now: () => number) {}
+
+  private nowSeconds(): number {
+    return Math.floor(this.now() / 1000);
+  }
+
+  seedPaymentIntent(p: { amount: number; currency: string; id?: string }): { payment_intent: string; charge: string } {
+    if (!Number.isInteger(p.amount) || p.amount <= 0) throw new Error('amount must be a positive integer');
+    const created = this.nowSeconds();
+    const pi = p.id ?? randomId('pi');
+    const ch = randomId('ch');
+    const currency = p.currency.toLowerCase();
+    this.paymentIntents.set(pi, {
+      id: pi, object: 'payment_intent', amount: p.amount, amount_received: p.amount, created, currency,
+      latest_charge: ch, livemode: false, metadata: {}, status: 'succeeded',
+    });
+    this.charges.set(ch, {
+      id: ch, object: 'charge', amount: p.amount, amount_captured: p.amount, amount_refunded: 0, captured: true,
+      created, currency, livemode: false, metadata: {}, paid: true, payment_intent: pi, refunded: false, status: 'succeeded',
+    });
+    return { payment_intent: pi, charge: ch };
+  }
+
+  /** Inserts a refund without Stripe's checks (old duplicates, bulk ledgers); unknown parents are created. */
+  seedRefund(r: SeedRefund): Refund {
+    let charge = r.charge ? this.charges.get(r.charge) : undefined;
+    if (!charge && r.payment_intent) {
+      const pi = this.paymentIntents.get(r.payment_intent);
+      if (pi) charge = this.charges.get(pi.latest_charge);
+    }
+    if (!charge) {
+      const seeded = this.seedPaymentIntent({ amount: r.amount, currency: r.currency ?? 'usd', id: r.payment_intent });
+      charge = this.charges.get(seeded.charge)!;
+    }
+    return this.insert({
+      charge, amount: r.amount, currency: (r.currency ?? charge.currency).toLowerCase(),
+      metadata: r.metadata ?? {}, reason: null, status: r.status ?? 'succeeded', created: r.created ?? this.nowSeconds(),
+    });
+  }
+
+  /** `POST /v1/refunds`: validates like Stripe, then commits. */
+  createRefund(params: FormObject, status: string): Refund | EndpointError {
+    for (const key of Object.keys(params)) {
+      if (!CREATE_PARAMS.has(key)) return paramError(`Received unknown parameter: ${key}`, key, 'parameter_unknown');
+    }
+    const amount = params.amount === undefined ? undefined : positiveInt(params.amount);
+    if (amount === null) return paramError('Invalid positive integer', 'amount', 'parameter_invalid_integer');
+    const metadata = parseMetadata(params.metadata);
+    if (typeof metadata === 'object' && 'error' in metadata) return paramError(metadata.error, 'metadata');
+    if (params.reason !== undefined && !(typeof params.reason === 'string' && REASONS.has(params.reason))) {
+      return paramError(`Invalid reason: must be one of ${[...REASONS].join(', ')}`, 'reason');
+    }
+    const piId = str(params.payment_intent);
+    const chId = str(params.charge);
+    if (!piId && !chId) {
+      return paramError(
+        'One of the following params should be provided for this request: payment_intent or charge.',
+        'payment_intent',
+        'parameter_missing',
+      );
+    }
+    // From here on the endpoint is executing: Stripe saves these answers under the idempotency key.
+    let charge: Charge | undefined;
+    if (piId) {
+      const pi = this.paymentIntents.get(piId);
+      if (!pi) return missingResource('payment_intent', piId, 'payment_intent');
+      charge = this.charges.get(pi.latest_charge);
+    }
+    if (chId) {
+      const byCharge = this.charges.get(chId);
+      if (!byCharge) return missingResource('charge', chId, 'charge');
+      if (charge && charge.id !== byCharge.id) {
+        return endpointError(`Charge ${chId} does not belong to PaymentIntent ${piId}.`, 'charge', 'parameter_invalid');
+      }
+      charge = byCharge;
+    }
+    const ch = charge!;
+    const currency = str(params.currency)?.toLowerCase();
+    if (currency && currency !== ch.currency) {
+      return endpointError(`The currency ${currency} does not match the charge currency ${ch.currency}.`, 'currency', 'parameter_invalid');
+    }
+    const remaining = ch.amount - ch.amount_refunded;
+    if (remaining <= 0) return endpointError(`Charge ${ch.id} has already been refunded.`, 'charge', 'charge_already_refunded');
+    const refundAmount = amount ?? remaining;
+    if (refundAmount > remaining) {
+      return endpointError(
+        `Refund amount (${money(refundAmount, ch.currency)}) is greater than unrefunded amount on charge (${money(remaining, ch.currency)})`,
+        'amount',
+        'amount_too_large',
+      );
+    }
+    return this.insert({
+      charge: ch, amount: refundAmount, currency: ch.currency, metadata: metadata as Record<string, string>,
+      reason: (params.reason as string | undefined) ?? null, status, created: this.nowSeconds(),
+    });
+  }
+
+  private insert(r: {
+    charge: Charge; amount: number; currency: string; metadata: Record<string, string>;
+    reason: string | null; status: string; created: number;
+  }): Refund {
+    const refund: Refund = {
+      id: randomId('re'), object: 'refund', amount: r.amount, balance_transaction: randomId('txn'),
+      charge: r.charge.id, created: r.created, currency: r.currency, customer: null, metadata: { ...r.metadata },
+      payment_intent: r.charge.payment_intent, payment_method: null, reason: r.reason, receipt_number: null,
+      source_transfer_reversal: null, status: r.status, transfer_reversal: null,
+    };
+    if (!RETURNED.has(r.status)) this.adjustRefunded(r.charge, r.amount);
+    const stored: Stored = { refund, seq: ++this.seq, hiddenUntil: 0 };
+    this.byId.set(refund.id, stored);
+    this.inOrder.push(stored);
+    // Binary insertion keeps `sorted` newest first even when seeds carry older `created` values.
+    let lo = 0;
+    let hi = this.sorted.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (newer(this.sorted[mid]!, stored)) lo = mid + 1;
+      else hi = mid;
+    }
+    this.sorted.splice(lo, 0, stored);
+    return structuredClone(refund);
+  }
+
+  private adjustRefunded(charge: Charge, delta: number): void {
+    charge.amount_refunded += delta;
+    charge.refunded = charge.amount_refunded >= charge.amount;
+  }
+
+  getRefund(id: string): Refund | undefined {
+    const s = this.byId.get(id);
+    return s ? structuredClone(s.refund) : undefined;
+  }
+
+  /** Changes a refund's status; returns the refund after and the fields before (for `previous_attributes`). */
+  setStatus(id: string, status: string): { refund: Refund; previous: Partial<Refund> } {
+    const s = this.byId.get(id);
+    if (!s) throw new Error(`no refund ${id}`);
+    const previous: Partial<Refund> = { status: s.refund.status };
+    const charge = s.refund.charge ? this.charges.get(s.refund.charge) : undefined;
+    if (charge && RETURNED.has(status) !== RETURNED.has(s.refund.status)) {
+      this.adjustRefunded(charge, RETURNED.has(status) ? -s.refund.amount : s.refund.amount);
+    }
+    s.refund.status = status;
+    if (status === 'failed') s.refund.failure_reason = 'unknown';
+    return { refund: structuredClone(s.refund), previous };
+  }
+
+  hide(id: string, untilMs: number): void {
+    const s = this.byId.get(id);
+    if (s) s.hiddenUntil = untilMs;
+  }
+
+  /** The provider's truth, hidden refunds included, in creation order. */
+  refunds(filter: RefundFilter = {}): Refund[] {
+    return this.inOrder
+      .map((s) => s.refund)
+      .filter(
+        (r) =>
+          (!filter.payment_intent || r.payment_intent === filter.payment_intent) &&
+          (!filter.charge || r.charge === filter.charge) &&
+          (!filter.metadataOperationId || r.metadata.recon_operation_id === filter.metadataOperationId),
+      )
+      .map((r) => structuredClone(r));
+  }
+
+  /** `GET /v1/refunds`: Stripe's cursor pagination over the visible refunds, newest first. */
+  list(params: FormObject): { data: Refund[]; has_more: boolean } | EndpointError {
+    for (const key of Object.keys(params)) {
+      if (!LIST_PARAMS.has(key)) return paramError(`Received unknown parameter: ${key}`, key, 'parameter_unknown');
+    }
+    const limit = params.limit === undefined ? 10 : positiveInt(params.limit);
+    if (limit === null || limit > 100) {
+      return paramError('Invalid integer: limit must be between 1 and 100', 'limit', 'parameter_invalid_integer');
+    }
+    const range = parseCreated(params.created);
+    if (range === null) return paramError('Invalid created: use an integer or created[gt|gte|lt|lte]', 'created');
+    const after = str(params.starting_after);
+    const before = str(params.ending_before);
+    if (after && before) {
+      return paramError('You may only specify one of these parameters: ending_before, starting_after.', 'ending_before');
+    }
+    const piId = str(params.payment_intent);
+    const chId = str(params.charge);
+    if (piId && !this.paymentIntents.has(piId)) return { ...missingResource('payment_intent', piId, 'payment_intent'), stored: false };
+    if (chId && !this.charges.has(chId)) return { ...missingResource('charge', chId, 'charge'), stored: false };
+    const cursorId = after ?? before;
+    const cursor = cursorId ? this.byId.get(cursorId) : undefined;
+    if (cursorId && !cursor) return { ...missingResource('refund', cursorId, after ? 'starting_after' : 'ending_before'), stored: false };
+
+    const t = this.now();
+    const matches = (s: Stored) =>
+      s.hiddenUntil <= t &&
+      (!piId || s.refund.payment_intent === piId) &&
+      (!chId || s.refund.charge === chId) &&
+      inRange(s.refund.created, range);
+    if (before) {
+      // ending_before: the page just newer than the cursor, still newest first.
+      const newerOnes = this.sorted.filter((s) => newer(s, cursor!) && matches(s));
+      const page = newerOnes.slice(Math.max(0, newerOnes.length - limit));
+      return { data: page.map((s) => structuredClone(s.refund)), has_more: newerOnes.length > limit };
+    }
+    const data: Refund[] = [];
+    let has_more = false;
+    for (const s of this.sorted) {
+      if (cursor && !newer(cursor, s)) continue;
+      if (!matches(s)) continue;
+      if (data.length === limit) {
+        has_more = true;
+        break;
+      }
+      data.push(structuredClone(s.refund));
+    }
+    return { data, has_more };
+  }
+}
+
+function newer(a: Stored, b: Stored): boolean {
+  return a.refund.created !== b.refund.created ? a.refund.created > b.refund.created : a.seq > b.seq;
+}

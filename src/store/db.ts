@@ -1,0 +1,45 @@
+/**
+ * The store's connection, the same for PostgreSQL and PGlite (SPEC §5: one SQL dialect for both).
+ * Everything above this layer writes plain SQL with `$n` parameters against `Queryable`.
+ */
+
+export interface QueryResult<T> {
+  rows: T[];
+  /** Rows returned by a SELECT, or rows changed by INSERT/UPDATE/DELETE. */
+  rowCount: number;
+}
+
+export interface Queryable {
+  /**
+   * Runs one statement with `$n` parameters. Without parameters, `sql` may hold several
+   * statements separated by `;` (the simple query protocol, on both backends), which is how
+   * migration files run; the result is then the last statement's.
+   */
+  query<T = any>(sql: string, params?: unknown[]): Promise<QueryResult<T>>;
+}
+
+export interface Db extends Queryable {
+  kind: 'postgres' | 'pglite';
+  /** The URL with any password redacted, for messages. */
+  displayUrl: string;
+  /**
+   * Runs `fn` in one transaction on one connection: committed when `fn` resolves, rolled
+   * back when it throws (the error is rethrown). Do not call `db.query` or nest
+   * `db.transaction` inside `fn`: on PGlite they wait for this transaction to end.
+   */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Closes connections and, for an embedded store, releases its lock file. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** `postgres://user:secret@host/db` → `postgres://user:***@host/db`; other URLs unchanged. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    // An unparseable URL may still hold a secret after "user:"; hide everything before '@'.
+    return url.replace(/\/\/[^@/]*@/, '//***@');
+  }
+}

@@ -1,0 +1,28 @@
+/**
+ * PostgreSQL error codes (SQLSTATE) recon reacts to, by name, so a reader sees which failure a
+ * branch handles. Both backends report them in `err.code`.
+ * Source: https://www.postgresql.org/docs/current/errcodes-appendix.html
+ */
+export const UNIQUE_VIOLATION = '23505';
+export const FOREIGN_KEY_VIOLATION = '23503';
+export const CHECK_VIOLATION = '23514';
+export const NOT_NULL_VIOLATION = '23502';
+/** Raised by `RAISE EXCEPTION` without an explicit code; the audit trail's append-only triggers use it. */
+export const RAISE_EXCEPTION = 'P0001';
+export const SERIALIZATION_FAILURE = '40001';
+export const DEADLOCK_DETECTED = '40P01';
+/** `lock_timeout` expired, or `NOWAIT` found the row locked. */
+export const LOCK_NOT_AVAILABLE = '55P03';
+export const UNDEFINED_TABLE = '42P01';
+export const INVALID_PASSWORD = '28P01';
+export const INVALID_AUTHORIZATION_SPECIFICATION = '28000';
+export const INVALID_CATALOG_NAME = '3D000';
+export const CANNOT_CONNECT_NOW = '57P03';
+export const TOO_MANY_CONNECTIONS = '53300';
+export const ADMIN_SHUTDOWN = '57P01';
+
+/** The SQLSTATE of a database error, or undefined for anything else. */
+export function pgCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}

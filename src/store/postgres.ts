@@ -1,0 +1,165 @@
+/**
+ * The PostgreSQL backend: a `pg` pool. `pg` is imported lazily so that commands which never
+ * open a store (`--version`, `--help`) do not load it.
+ */
+import type { Pool, PoolClient, QueryResult as PgResult } from 'pg';
+import { StoreLockedError } from '../errors.js';
+import type { Db, Queryable, QueryResult } from './db.js';
+import { redactUrl } from './db.js';
+import * as codes from './pgcodes.js';
+
+const INT8_OID = 20;
+const INT8_ARRAY_OID = 1016;
+const NUMERIC_OID = 1700;
+const NUMERIC_ARRAY_OID = 1231;
+
+/** Errors that mean "we never got a usable session", as opposed to a failing statement. */
+const UNREACHABLE_ERRNOS = new Set([
+  'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE',
+]);
+const UNREACHABLE_SQLSTATES = new Set([
+  codes.INVALID_PASSWORD,
+  codes.INVALID_AUTHORIZATION_SPECIFICATION,
+  codes.INVALID_CATALOG_NAME,
+  codes.CANNOT_CONNECT_NOW,
+  codes.TOO_MANY_CONNECTIONS,
+  codes.ADMIN_SHUTDOWN,
+]);
+const UNREACHABLE_MESSAGES = [/connection terminated/i, /timeout exceeded when trying to connect/i];
+
+export interface PostgresOptions {
+  /** Pool size; default 10 (pg's default). */
+  max?: number;
+  /** How long to wait for a connection before reporting the store unreachable; default 10s. */
+  connectionTimeoutMillis?: number;
+}
+
+export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Db> {
+  const pg = (await import('pg')).default;
+  const displayUrl = redactUrl(url);
+  const password = safePassword(url);
+
+  // Amounts and counts are bigint/numeric in SQL; callers want numbers. Set on this pool only,
+  // so an application embedding recon keeps its own global pg parsers.
+  const toNumber = (v: string) => Number(v);
+  const builtin = pg.types.getTypeParser as unknown as (oid: number, format?: string) => (v: string) => unknown;
+  const getTypeParser = (oid: number, format?: string) => {
+    if (format !== 'binary') {
+      if (oid === INT8_OID || oid === NUMERIC_OID) return toNumber;
+      if (oid === INT8_ARRAY_OID || oid === NUMERIC_ARRAY_OID) {
+        const parseArray = builtin(oid, 'text') as (v: string) => (string | null)[];
+        return (v: string) => parseArray(v).map((x) => (x === null ? null : Number(x)));
+      }
+    }
+    return builtin(oid, format);
+  };
+  const types = { getTypeParser: getTypeParser as unknown as typeof pg.types.getTypeParser };
+
+  const pool: Pool = new pg.Pool({
+    connectionString: url,
+    max: opts.max ?? 10,
+    connectionTimeoutMillis: opts.connectionTimeoutMillis ?? 10_000,
+    types,
+  });
+  // An idle client whose server went away emits 'error' on the pool; unhandled, it would
+  // crash the process. The pool drops that client, and the next query reports the failure.
+  pool.on('error', () => {});
+
+  const wrap = (err: unknown): unknown => toStoreError(err, displayUrl, password);
+  let closed = false;
+
+  const db: Db = {
+    kind: 'postgres',
+    displayUrl,
+    async query<T>(sql: string, params?: unknown[]) {
+      try {
+        return normalise<T>(await pool.query(sql, params));
+      } catch (err) {
+        throw wrap(err);
+      }
+    },
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+      let client: PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (err) {
+        throw wrap(err);
+      }
+      const tx: Queryable = {
+        async query<R>(sql: string, params?: unknown[]) {
+          try {
+            return normalise<R>(await client.query(sql, params));
+          } catch (err) {
+            throw wrap(err);
+          }
+        },
+      };
+      try {
+        await tx.query('BEGIN');
+        const result = await fn(tx);
+        await tx.query('COMMIT');
+        client.release();
+        return result;
+      } catch (err) {
+        try {
+          await client.query('ROLLBACK');
+          client.release();
+        } catch (rollbackErr) {
+          // A connection that cannot roll back must not go back to the pool mid-transaction.
+          client.release(rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr)));
+        }
+        throw err;
+      }
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await pool.end();
+    },
+  };
+  return db;
+}
+
+function normalise<T>(res: PgResult | PgResult[]): QueryResult<T> {
+  // A parameterless multi-statement query yields one result per statement.
+  const last = Array.isArray(res) ? res[res.length - 1] : res;
+  return { rows: (last?.rows ?? []) as T[], rowCount: last?.rowCount ?? 0 };
+}
+
+/** Maps "cannot reach / log in to the server" to exit 6; statement errors pass unchanged. */
+export function toStoreError(err: unknown, displayUrl: string, password?: string): unknown {
+  if (!isUnreachable(err)) return err;
+  let reason = describe(err);
+  if (password) reason = reason.split(password).join('***');
+  return new StoreLockedError(`store unreachable: ${displayUrl}: ${reason}`, { cause: err });
+}
+
+function isUnreachable(err: unknown): boolean {
+  if (err instanceof AggregateError) return err.errors.some(isUnreachable) || hasErrno(err);
+  if (hasErrno(err)) return true;
+  const sqlstate = codes.pgCode(err);
+  if (sqlstate) return UNREACHABLE_SQLSTATES.has(sqlstate);
+  const message = err instanceof Error ? err.message : '';
+  return UNREACHABLE_MESSAGES.some((re) => re.test(message));
+}
+
+function hasErrno(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && UNREACHABLE_ERRNOS.has(code);
+}
+
+function describe(err: unknown): string {
+  if (err instanceof AggregateError && err.errors.length > 0) {
+    return err.errors.map((e) => (e instanceof Error ? e.message : String(e))).join('; ');
+  }
+  return err instanceof Error ? err.message || (err as { code?: string }).code || err.name : String(err);
+}
+
+function safePassword(url: string): string | undefined {
+  try {
+    const p = decodeURIComponent(new URL(url).password);
+    return p || undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,218 @@
+import { describe, expect, it } from 'vitest';
+import { TokenBucket, backoffDelay, limitConcurrency, retryAfterMs, withRetries } from '../../src/core/ratelimit.js';
+import { UsageError } from '../../src/errors.js';
+
+/** A clock that only moves when something sleeps on it; records every sleep. */
+function fakeClock(start = 1_000_000) {
+  const clock = {
+    t: start,
+    sleeps: [] as number[],
+    now: () => clock.t,
+    sleep: async (ms: number) => {
+      clock.sleeps.push(ms);
+      clock.t += ms;
+    },
+  };
+  return clock;
+}
+
+describe('TokenBucket', () => {
+  it('lets a burst through, then spaces requests at the configured rate', async () => {
+    const clock = fakeClock();
+    const bucket = new TokenBucket({ ratePerSec: 5, burst: 2, now: clock.now, sleep: clock.sleep });
+    const startedAt: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      await bucket.take();
+      startedAt.push(clock.t - 1_000_000);
+    }
+    expect(startedAt).toEqual([0, 0, 200, 400, 600, 800]);
+  });
+
+  it('never exceeds rate × elapsed + burst, with concurrent takers served in order', async () => {
+    const clock = fakeClock();
+    const bucket = new TokenBucket({ ratePerSec: 25, now: clock.now, sleep: clock.sleep });
+    const order: number[] = [];
+    const times: number[] = [];
+    await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        bucket.take().then(() => {
+          order.push(i);
+          times.push(clock.t - 1_000_000);
+        }),
+      ),
+    );
+    expect(order).toEqual(Array.from({ length: 100 }, (_, i) => i));
+    times.forEach((elapsed, i) => expect(i + 1).toBeLessThanOrEqual(25 + Math.floor((elapsed * 25) / 1000)));
+    // 100 requests at 25/s with a burst of 25: the last one goes at 3s.
+    expect(times.at(-1)).toBe(3000);
+  });
+
+  it('refills after a quiet period, but not beyond the burst', async () => {
+    const clock = fakeClock();
+    const bucket = new TokenBucket({ ratePerSec: 10, burst: 3, now: clock.now, sleep: clock.sleep });
+    for (let i = 0; i < 3; i++) await bucket.take();
+    expect(clock.sleeps).toEqual([]);
+    clock.t += 60_000;
+    for (let i = 0; i < 3; i++) await bucket.take();
+    expect(clock.sleeps).toEqual([]);
+    await bucket.take();
+    expect(clock.sleeps).toEqual([100]);
+  });
+
+  it('does not mint tokens when the clock steps backwards', async () => {
+    const clock = fakeClock();
+    const bucket = new TokenBucket({ ratePerSec: 1, burst: 1, now: clock.now, sleep: clock.sleep });
+    await bucket.take();
+    clock.t -= 10_000;
+    await bucket.take();
+    expect(clock.sleeps).toEqual([1000]);
+  });
+
+  it('with an infinite rate never waits', async () => {
+    const clock = fakeClock();
+    const bucket = new TokenBucket({ ratePerSec: Infinity, now: clock.now, sleep: clock.sleep });
+    for (let i = 0; i < 1000; i++) await bucket.take();
+    expect(clock.sleeps).toEqual([]);
+  });
+
+  it.each([0, -1, NaN])('refuses a rate of %d', (rate) => {
+    expect(() => new TokenBucket({ ratePerSec: rate })).toThrow(UsageError);
+  });
+});
+
+describe('backoffDelay', () => {
+  it('doubles the ceiling per attempt up to maxMs, with full jitter', () => {
+    const top = () => 0.999999;
+    expect([0, 1, 2, 3, 10, 20].map((a) => backoffDelay(a, { random: top }))).toEqual([
+      249, 499, 999, 1999, 29999, 29999,
+    ]);
+    expect(backoffDelay(5, { random: () => 0 })).toBe(0);
+    expect(backoffDelay(2, { baseMs: 100, maxMs: 300, random: () => 0.5 })).toBe(150);
+  });
+});
+
+describe('retryAfterMs', () => {
+  const now = Date.parse('2024-05-01T12:00:00Z');
+  it.each([
+    ['2', 2000],
+    [' 0 ', 0],
+    ['Wed, 01 May 2024 12:00:30 GMT', 30_000],
+    ['Wed, 01 May 2024 11:59:00 GMT', 0],
+  ])('reads %j as %d ms', (value, ms) => {
+    expect(retryAfterMs(value, now)).toBe(ms);
+  });
+
+  it.each([undefined, null, '', 'soon', '-1', '1.5', '5'.padStart(3, ' ') + 'x'])('ignores %j', (value) => {
+    expect(retryAfterMs(value, now)).toBeUndefined();
+  });
+});
+
+describe('withRetries', () => {
+  class RateLimited extends Error {}
+
+  it('retries retryable errors with the given delays, then succeeds', async () => {
+    const clock = fakeClock();
+    const calls: number[] = [];
+    const result = await withRetries(
+      async (attempt) => {
+        calls.push(attempt);
+        if (attempt < 2) throw new RateLimited('429');
+        return 'ok';
+      },
+      {
+        retries: 5,
+        isRetryable: (e) => e instanceof RateLimited,
+        delayFor: (_e, a) => 100 * (a + 1),
+        sleep: clock.sleep,
+      },
+    );
+    expect(result).toBe('ok');
+    expect(calls).toEqual([0, 1, 2]);
+    expect(clock.sleeps).toEqual([100, 200]);
+  });
+
+  it('rethrows the last error once retries are spent', async () => {
+    const clock = fakeClock();
+    let calls = 0;
+    const last = new RateLimited('429 #3');
+    await expect(
+      withRetries(
+        async () => {
+          calls++;
+          throw calls === 3 ? last : new RateLimited(`429 #${calls}`);
+        },
+        { retries: 2, isRetryable: () => true, delayFor: () => 1, sleep: clock.sleep },
+      ),
+    ).rejects.toBe(last);
+    expect(calls).toBe(3);
+  });
+
+  it('does not retry an error that is not retryable', async () => {
+    const clock = fakeClock();
+    let calls = 0;
+    await expect(
+      withRetries(
+        async () => {
+          calls++;
+          throw new Error('400 invalid_request_error');
+        },
+        { retries: 5, isRetryable: (e) => e instanceof RateLimited, sleep: clock.sleep },
+      ),
+    ).rejects.toThrow('400');
+    expect(calls).toBe(1);
+    expect(clock.sleeps).toEqual([]);
+  });
+});
+
+describe('limitConcurrency', () => {
+  it('runs at most n tasks at a time, in arrival order, and passes results and errors through', async () => {
+    const limit = limitConcurrency(2);
+    let active = 0;
+    let peak = 0;
+    const started: number[] = [];
+    const gates = Array.from({ length: 5 }, gate);
+    const results = Array.from({ length: 5 }, (_, i) =>
+      limit(async () => {
+        started.push(i);
+        active++;
+        peak = Math.max(peak, active);
+        await gates[i]!.promise;
+        active--;
+        if (i === 3) throw new Error('task 3');
+        return i * 10;
+      }),
+    );
+    await tick();
+    expect(started).toEqual([0, 1]);
+    gates[1]!.resolve();
+    await tick();
+    expect(started).toEqual([0, 1, 2]);
+    // A task submitted now queues behind the waiting ones.
+    const late = limit(async () => {
+      started.push(99);
+      return 99;
+    });
+    gates.forEach((g) => g.resolve());
+    const settled = await Promise.allSettled([...results, late]);
+    expect(peak).toBe(2);
+    expect(started).toEqual([0, 1, 2, 3, 4, 99]);
+    expect(settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as Error).message))).toEqual([
+      0, 10, 20, 'task 3', 40, 99,
+    ]);
+  });
+
+  it.each([0, 1.5, -1])('refuses a limit of %d', (n) => {
+    expect(() => limitConcurrency(n)).toThrow(UsageError);
+  });
+});
+
+async function tick(): Promise<void> {
+  for (let i = 0; i < 10; i++) await Promise.resolve();
+}
+
+/** Promise.withResolvers is Node 22+; the engines field allows Node 20. */
+function gate(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
