@@ -45,6 +45,10 @@ export async function runDuplicates(o: DuplicatesOptions, deps: Deps): Promise<n
   const now = deps.now();
   const since = o.since ? parseSinceOrDate(o.since, '--since', now) : undefined;
   const until = o.until ? parseSinceOrDate(o.until, '--until', now) : undefined;
+  // An inverted range reads nothing, yet would still be stored as scanned and skipped by the next incremental audit.
+  if (since && until && since.getTime() > until.getTime()) {
+    throw new UsageError(`--since ${since.toISOString()} is after --until ${until.toISOString()}; give the earlier date to --since`);
+  }
   const windowMs = parseDuration(o.window, '--window');
   const config = await deps.config();
   const names = o.provider ? [o.provider] : Object.keys(config.providers);

@@ -9,7 +9,7 @@ export function register(program: Command): void {
     .addHelpText('after', '\nExample:\n  $ recon db migrate --db postgres://recon@localhost/ops')
     .action(
       action(async (_a, _o, deps) => {
-        const store = await deps.store();
+        const store = await deps.store({ autoMigrate: false, requireCurrent: false });
         const { migrate } = await import('../src/store/migrate.js');
         const r = await migrate(store);
         if (deps.globals.json) return printJson(deps.io, { store: store.displayUrl, applied: r.applied, version: r.version });
@@ -21,7 +21,7 @@ export function register(program: Command): void {
     .addHelpText('after', '\nExample:\n  $ recon db status --json')
     .action(
       action(async (_a, _o, deps) => {
-        const store = await deps.store();
+        const store = await deps.store({ autoMigrate: false, requireCurrent: false });
         const { schemaStatus } = await import('../src/store/migrate.js');
         const status = await schemaStatus(store);
         const counts = await store.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM recon.operations GROUP BY state ORDER BY state');

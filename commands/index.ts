@@ -3,6 +3,7 @@ import * as attach from './attach.js';
 import * as auditDuplicates from './audit-duplicates.js';
 import * as auditVerify from './audit-verify.js';
 import * as db from './db.js';
+import * as demo from './demo.js';
 import * as escalate from './escalate.js';
 import * as init from './init.js';
 import * as lookup from './lookup.js';
@@ -37,6 +38,7 @@ export function registerAll(program: Command): void {
   webhook.register(program);
   stats.register(program);
   sandbox.register(program);
+  demo.register(program);
   const audit = program.command('audit').description('the audit trail and provider-side duplicate audits');
   auditDuplicates.register(audit);
   auditVerify.register(audit);

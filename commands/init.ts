@@ -44,7 +44,7 @@ export function register(program: Command): void {
         }
         const { resolveStoreUrl, openStore } = await import('../src/store/open.js');
         const { migrate } = await import('../src/store/migrate.js');
-        const db = await openStore(resolveStoreUrl({ flag: deps.globals.db, env: deps.env, configDb: deps.globals.db ? undefined : 'pglite:.recon/db' }), { autoMigrate: false });
+        const db = await openStore(resolveStoreUrl({ flag: deps.globals.db, env: deps.env, configDb: deps.globals.db ? undefined : 'pglite:.recon/db' }), { autoMigrate: false, requireCurrent: false });
         try {
           const r = await migrate(db);
           if (deps.globals.json) return printJson(deps.io, { config: file, config_written: wrote, store: db.displayUrl, schema_version: r.version, applied: r.applied });

@@ -2,12 +2,12 @@ import type { Command } from 'commander';
 import { parseDuration, formatDuration } from '../src/core/durations.js';
 import { listOperations } from '../src/core/repo.js';
 import { isState } from '../src/core/states.js';
-import { operationsJson } from '../src/core/views.js';
+import { operationsJson, type OperationJson } from '../src/core/views.js';
 import { UsageError } from '../src/errors.js';
 import { STATES, UNRESOLVED_STATES, type State } from '../src/types.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
-import { info, printJson, println } from './support/io.js';
+import { info, printJson, println, type IO } from './support/io.js';
 import { renderTable, styleFor } from './support/style.js';
 
 export interface ListOptions {
@@ -56,7 +56,12 @@ export async function runList(o: ListOptions, deps: Deps): Promise<void> {
   const json = await operationsJson(core.db, ops);
   if (deps.globals.json) return printJson(deps.io, { operations: json });
   if (!json.length) return info(deps.io, 'no operations match');
-  const s = await styleFor(deps.io);
+  println(deps.io, await renderOperations(deps.io, json, now));
+}
+
+/** The `ops list` table (also shown by `recon demo`). */
+export async function renderOperations(io: IO, json: OperationJson[], now: Date): Promise<string> {
+  const s = await styleFor(io);
   const rows = json.map((op) => [
     op.id,
     op.provider,
@@ -68,5 +73,5 @@ export async function runList(o: ListOptions, deps: Deps): Promise<void> {
     op.provider_txn_ids.join(' '),
     op.review_reason ?? '',
   ]);
-  println(deps.io, await renderTable(deps.io, ['id', 'provider', 'action', 'state', 'amount', 'attempts', 'age', 'provider txn', 'review'], rows));
+  return renderTable(io, ['id', 'provider', 'action', 'state', 'amount', 'attempts', 'age', 'provider txn', 'review'], rows);
 }

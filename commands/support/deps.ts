@@ -3,6 +3,7 @@ import type { LoadedConfig } from '../../src/config.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { UsageError } from '../../src/errors.js';
 import type { Db } from '../../src/store/db.js';
+import type { OpenStoreOptions } from '../../src/store/open.js';
 import type { Provider } from '../../src/types.js';
 import type { IO } from './io.js';
 
@@ -29,7 +30,8 @@ export interface Deps {
   now: () => Date;
   actor(): string;
   config(): Promise<LoadedConfig>;
-  store(): Promise<Db>;
+  /** Opens the store once; `opts` matter only on the first call (db migrate/status open without auto-migration). */
+  store(opts?: OpenStoreOptions): Promise<Db>;
   core(): Promise<CoreContext>;
   provider(name: string): Promise<Provider>;
   /** Asks a person; without a TTY, fails unless --yes was given. */
@@ -63,13 +65,13 @@ export function createDeps(io: IO, globals: GlobalOptions, env: NodeJS.ProcessEn
       config ??= import('../../src/config.js').then((m) => m.loadConfig({ flag: globals.config, env, cwd }));
       return config;
     },
-    store() {
+    store(opts) {
       store ??= (async () => {
         const { resolveStoreUrl, openStore } = await import('../../src/store/open.js');
         // The config file is only read for `db` when no flag or variable decides the store.
         const explicit = globals.db ?? env.RECON_DB ?? env.DATABASE_URL;
         const url = explicit ? resolveStoreUrl({ flag: globals.db, env }) : resolveStoreUrl({ env, configDb: (await deps.config()).db });
-        return openStore(url);
+        return openStore(url, opts);
       })();
       return store;
     },

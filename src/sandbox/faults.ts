@@ -16,8 +16,12 @@ export type Fault =
   | { kind: 'delay'; ms: number }
   /** Answer this HTTP status without committing (429 carries `Retry-After: 1`). */
   | { kind: 'status'; status: number }
-  /** Commit; the object is invisible to list/lookup endpoints for `ms` (delayed indexing); GET by id works. */
-  | { kind: 'hide'; ms: number }
+  /**
+   * Commit; the object is invisible to list/lookup endpoints for `ms` (delayed indexing); GET by id works.
+   * With `drop`, the connection then dies without a response, as in commit_then_drop: the caller's
+   * outcome is unknown and its lookup finds nothing (SPEC §8 incident 3).
+   */
+  | { kind: 'hide'; ms: number; drop?: boolean }
   /** Commit, then keep the response open until `release()` (or until the client goes away). */
   | { kind: 'hold' }
   /** Commit with this object status instead of the default (a `pending` refund, a `processing` shipment). */
@@ -59,6 +63,9 @@ export function parseFault(value: unknown): Fault {
   }
   if ((f.kind === 'delay' || f.kind === 'hide') && !(Number.isInteger(f.ms) && (f.ms as number) >= 0)) {
     throw new Error(`fault.ms must be a non-negative integer for ${f.kind}`);
+  }
+  if (f.kind === 'hide' && f.drop !== undefined && typeof f.drop !== 'boolean') {
+    throw new Error('fault.drop must be a boolean for hide');
   }
   if (f.kind === 'status' && !(Number.isInteger(f.status) && (f.status as number) >= 400 && (f.status as number) < 600)) {
     throw new Error('fault.status must be an HTTP error status (400–599)');
@@ -160,7 +167,7 @@ export async function runCreate(p: CreatePipeline): Promise<void> {
   }
   const outcome = await p.execute(fault);
   if (fault?.kind === 'hide') outcome.hideUntil?.(p.now() + fault.ms);
-  if (fault?.kind === 'commit_then_drop') {
+  if (fault?.kind === 'commit_then_drop' || (fault?.kind === 'hide' && fault.drop)) {
     // The provider finished (and saved the idempotent answer) before the connection died.
     outcome.finish();
     dropConnection(p.req, p.res);

@@ -11,11 +11,16 @@ import { backends, removeTempStores } from '../support/backends.js';
 
 const latest = loadMigrations().at(-1)!.version;
 
-afterAll(() => removeTempStores());
+const migrationDirs: string[] = [];
+afterAll(() => {
+  removeTempStores();
+  for (const dir of migrationDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
 
 /** A migrations folder of our own, so version arithmetic does not depend on the real schema. */
 function migrationsFolder(files: Record<string, string>): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-migrations-'));
+  migrationDirs.push(dir);
   for (const [name, sql] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), sql);
   return dir;
 }
@@ -47,7 +52,7 @@ describe.each(backends)('store on $name', (backend) => {
   });
 
   it('re-migrating and re-opening a current store changes nothing', async () => {
-    const url = await backend.url();
+    const url = await backend.migratedUrl();
     await withStore(await openStore(url), async (db) => {
       expect(await migrate(db)).toEqual({ applied: [], version: latest });
     });
@@ -80,7 +85,7 @@ describe.each(backends)('store on $name', (backend) => {
   });
 
   it('a store migrated by a newer recon is refused, by open and by migrate', async () => {
-    const url = await backend.url();
+    const url = await backend.migratedUrl();
     await withStore(await openStore(url), async (db) => {
       await db.query(`INSERT INTO recon.schema_migrations (version, name, applied_at) VALUES (999, 'future', now())`);
     });
@@ -259,7 +264,7 @@ describe.runIf(backends.some((b) => b.name === 'pglite'))('embedded store lock',
   });
 
   it('a second open while the store is open is exit 6 naming the holder; after close it opens', async () => {
-    const url = await pgliteBackend.url();
+    const url = await pgliteBackend.migratedUrl();
     const first = await openStore(url);
     const err = await openStore(url).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreLockedError);
@@ -273,8 +278,7 @@ describe.runIf(backends.some((b) => b.name === 'pglite'))('embedded store lock',
   });
 
   it('a lock held by another live process on this host is respected until that process dies', async () => {
-    const url = await pgliteBackend.url();
-    await (await openStore(url)).close();
+    const url = await pgliteBackend.migratedUrl();
     const child = liveChild();
     const exited = new Promise((r) => child.on('exit', r));
     try {
@@ -293,8 +297,7 @@ describe.runIf(backends.some((b) => b.name === 'pglite'))('embedded store lock',
   });
 
   it("a dead process's lock on this host is cleared", async () => {
-    const url = await pgliteBackend.url();
-    fs.mkdirSync(path.dirname(folderOf(url)), { recursive: true });
+    const url = await pgliteBackend.migratedUrl();
     writeLock(url, { pid: deadPid(), host, started_at: '2024-05-01T10:00:00.000Z' });
     await withStore(await openStore(url), async (db) => {
       expect((await schemaStatus(db)).pending).toEqual([]);

@@ -15,9 +15,11 @@ import { createDatabase } from './postgres.js';
 
 export interface Backend {
   name: 'pglite' | 'postgres';
-  /** A store URL for a new, empty store (a temp folder, or a fresh database on the run's server). */
+  /** The URL of a new, empty store (a temp folder, or a fresh database on the run's server). */
   url(): Promise<string>;
-  /** Opens (and by default migrates) a new, empty store. */
+  /** The URL of a new store already at the latest schema (closed; open it yourself or pass it to the CLI). */
+  migratedUrl(): Promise<string>;
+  /** Opens a new store at the latest schema; with `opts`, opens a new empty store with those options. */
   open(opts?: OpenStoreOptions): Promise<Db>;
 }
 
@@ -28,15 +30,37 @@ export function removeTempStores(): void {
   for (const dir of tempDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
 }
 
+function tempStoreFolder(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-store-'));
+  tempDirs.push(dir);
+  return path.join(dir, 'db');
+}
+
+// Creating a PGlite data folder (its initdb) takes seconds; copying a closed, migrated one
+// takes milliseconds. One template per test file (worker), made on first use.
+let pgliteTemplate: Promise<string> | undefined;
+function migratedPgliteTemplate(): Promise<string> {
+  pgliteTemplate ??= (async () => {
+    const folder = tempStoreFolder();
+    await (await openStore(`pglite:${folder}`)).close();
+    return folder;
+  })();
+  return pgliteTemplate;
+}
+
 const pglite: Backend = {
   name: 'pglite',
   async url() {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-store-'));
-    tempDirs.push(dir);
-    return `pglite:${path.join(dir, 'db')}`;
+    return `pglite:${tempStoreFolder()}`;
+  },
+  async migratedUrl() {
+    const template = await migratedPgliteTemplate();
+    const folder = tempStoreFolder();
+    fs.cpSync(template, folder, { recursive: true });
+    return `pglite:${folder}`;
   },
   async open(opts) {
-    return openStore(await this.url(), opts);
+    return openStore(opts ? await this.url() : await this.migratedUrl(), opts);
   },
 };
 
@@ -46,6 +70,11 @@ const postgres: Backend = {
     const base = inject('pgUrl') || process.env.RECON_TEST_PG_URL;
     if (!base) throw new Error('no PostgreSQL server for this run: is test/support/global-setup.ts configured?');
     return createDatabase(base);
+  },
+  async migratedUrl() {
+    const url = await this.url();
+    await (await openStore(url)).close();
+    return url;
   },
   async open(opts) {
     return openStore(await this.url(), opts);

@@ -7,7 +7,7 @@
  * PostgreSQL refuses to run as root, and CI runs as root: then the server runs as the
  * `postgres` OS user (`runuser`), in a temporary folder that user owns.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -72,9 +72,21 @@ export async function startPostgres(): Promise<PostgresServer> {
       ].join(' ');
       try {
         await run('pg_ctl', ['-D', data, '-l', logFile, '-w', '-t', '60', '-o', options, 'start']);
+        const stopArgs = ['-D', data, '-m', 'immediate', '-w', 'stop'];
+        // pg_ctl daemonises the server: if the test run dies without its teardown, stop the
+        // server on the way out rather than leave it running.
+        const onExit = () => {
+          const [cmd, args] = asRoot
+            ? ['runuser', ['-u', 'postgres', '--', path.join(bin, 'pg_ctl'), ...stopArgs]]
+            : [path.join(bin, 'pg_ctl'), stopArgs];
+          spawnSync(cmd as string, args as string[], { stdio: 'ignore', cwd: os.tmpdir() });
+          fs.rmSync(dir, { recursive: true, force: true });
+        };
+        process.once('exit', onExit);
         const stop = async () => {
+          process.removeListener('exit', onExit);
           try {
-            await run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+            await run('pg_ctl', stopArgs);
           } finally {
             fs.rmSync(dir, { recursive: true, force: true });
           }

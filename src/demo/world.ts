@@ -1,0 +1,108 @@
+/**
+ * The demo's world: the sandbox providers in this process, a configuration that points at them
+ * with short windows, and a throw-away in-memory store. Nothing is written to disk, so the demo
+ * can never touch a `.recon/` folder or a config file in the caller's directory.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { parseConfig, type LoadedConfig } from '../config.js';
+import type { CoreContext } from '../core/context.js';
+import { createProvider } from '../providers/index.js';
+import { startStripeSandbox, type StripeSandbox } from '../sandbox/stripe/server.js';
+import { startWarehouseSandbox, type WarehouseSandbox } from '../sandbox/warehouse/server.js';
+import type { Db } from '../store/db.js';
+import { openStore } from '../store/open.js';
+import type { Provider } from '../types.js';
+
+/** The uncertainty window every demo provider uses: long enough to show a wait, short enough to sit through. */
+export const DEMO_WINDOW_MS = 1000;
+export const DEMO_STORE_URL = 'memory:';
+export const DEMO_ACTOR = 'recon-demo';
+
+export interface DemoWorld {
+  ctx: CoreContext;
+  config: LoadedConfig;
+  stripe: StripeSandbox;
+  /** The warehouse of SPEC §6 (http provider, keys kept 7 days, lookup not authoritative). */
+  warehouse: WarehouseSandbox;
+  /** An older warehouse that forgets idempotency keys after one second. */
+  legacyWarehouse: WarehouseSandbox;
+  provider(name: string): Promise<Provider>;
+  close(): Promise<void>;
+}
+
+const WAREHOUSE_TOKEN = 'wh_demo_token';
+
+function warehouseConfig(baseUrl: string, keyRetention: string): Record<string, unknown> {
+  return {
+    type: 'http',
+    baseUrl,
+    headers: { Authorization: `Bearer ${WAREHOUSE_TOKEN}` },
+    idempotencyHeader: 'Idempotency-Key',
+    submit: { method: 'POST', path: '/v1/shipments' },
+    lookup: { method: 'GET', path: '/v1/shipments?client_reference={client_reference}', list: 'data' },
+    get: { path: '/v1/shipments/{id}' },
+    fields: { id: 'id', status: 'status', idempotencyKey: 'idempotency_key', clientReference: 'client_reference' },
+    status: { confirmed: ['created', 'shipped'], pending: ['processing'], failed: ['rejected'] },
+    lookupAuthoritative: false,
+    keyRetention,
+    uncertaintyWindow: `${DEMO_WINDOW_MS}ms`,
+    timeout: '2s',
+    lease: '4s',
+  };
+}
+
+export async function startDemoWorld(o: { now?: () => Date } = {}): Promise<DemoWorld> {
+  const opened: { close(): Promise<void> }[] = [];
+  const providers = new Map<string, Promise<Provider>>();
+  const close = async () => {
+    for (const p of providers.values()) await (await p.catch(() => null))?.close?.();
+    // In reverse order of opening: the store before the sandboxes it was filled from.
+    for (const c of opened.reverse()) await c.close().catch(() => undefined);
+  };
+  try {
+    const stripe = await startStripeSandbox({ apiKey: 'sk_test_demo', webhookSecret: 'whsec_demo' });
+    opened.push(stripe);
+    const warehouse = await startWarehouseSandbox({ token: WAREHOUSE_TOKEN });
+    opened.push(warehouse);
+    const legacyWarehouse = await startWarehouseSandbox({ token: WAREHOUSE_TOKEN, keyRetentionMs: 1000 });
+    opened.push(legacyWarehouse);
+    const text = JSON.stringify({
+      providers: {
+        stripe: {
+          type: 'stripe',
+          apiKey: stripe.apiKey,
+          apiBase: stripe.url,
+          webhookSecret: stripe.webhookSecret,
+          keyRetention: '24h',
+          uncertaintyWindow: `${DEMO_WINDOW_MS}ms`,
+          rateLimit: 200,
+          timeout: '2s',
+          lease: '4s',
+        },
+        warehouse: warehouseConfig(warehouse.url, '7d'),
+        'warehouse-legacy': warehouseConfig(legacyWarehouse.url, '1s'),
+      },
+    });
+    // The path only anchors module providers, which the demo has none of; the file is never written.
+    const config = parseConfig(text, { path: path.join(os.tmpdir(), 'recon-demo.config.json'), env: {} });
+    const db: Db = await openStore(DEMO_STORE_URL);
+    opened.push(db);
+    return {
+      ctx: { db, actor: DEMO_ACTOR, now: o.now ?? (() => new Date()) },
+      config,
+      stripe,
+      warehouse,
+      legacyWarehouse,
+      provider(name) {
+        let p = providers.get(name);
+        if (!p) providers.set(name, (p = createProvider(name, config)));
+        return p;
+      },
+      close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

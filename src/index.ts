@@ -1,0 +1,29 @@
+/**
+ * recon as a library, for applications that record operations before calling the provider.
+ * The same functions the CLI uses.
+ *
+ *   const db = await openStore('postgres://recon@db/ops');
+ *   const ctx = { db, actor: 'checkout-service', now: () => new Date() };
+ *   const config = await loadConfig({ env: process.env, cwd: process.cwd() });
+ *   await recordOperations(ctx, [validateOperation(input, Object.keys(config.providers))]);
+ *   const stripe = await createProvider('stripe', config);
+ *   const { operation } = await submitOperation(ctx, stripe, input.id);
+ */
+export { openStore, resolveStoreUrl } from './store/open.js';
+export type { Db, Queryable } from './store/db.js';
+export { migrate, schemaStatus } from './store/migrate.js';
+export { loadConfig, parseConfig } from './config.js';
+export type { LoadedConfig } from './config.js';
+export { createProvider } from './providers/index.js';
+export { validateOperation, parseOperationsText, type OperationInput } from './core/validate.js';
+export { recordOperations, type RecordedOperation } from './core/record.js';
+export { approveOperation } from './core/approve.js';
+export { submitOperation } from './core/submit.js';
+export { runPass, type RunOptions, type RunSummary } from './core/run.js';
+export { decide, type RuleInput } from './core/rule.js';
+export { showOperation, operationsJson } from './core/views.js';
+export { listOperations, getOperation } from './core/repo.js';
+export { verifyChains } from './core/audit.js';
+export type { CoreContext } from './core/context.js';
+export * from './types.js';
+export * from './errors.js';
