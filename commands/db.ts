@@ -3,7 +3,10 @@ import { action } from './support/action.js';
 import { info, printJson, println } from './support/io.js';
 
 export function register(program: Command): void {
-  const db = program.command('db').description('the store: migrations and status');
+  const db = program
+    .command('db')
+    .description('the store: migrations and status')
+    .addHelpText('after', '\nExamples:\n  $ recon db migrate\n  $ recon db status --json');
   db.command('migrate')
     .description('apply pending schema migrations')
     .addHelpText('after', '\nExample:\n  $ recon db migrate --db postgres://recon@localhost/ops')

@@ -23,7 +23,10 @@ import * as webhook from './webhook.js';
 export function registerAll(program: Command): void {
   init.register(program);
   db.register(program);
-  const ops = program.command('ops').description('record, approve, submit, list and show operations');
+  const ops = program
+    .command('ops')
+    .description('record, approve, submit, list and show operations')
+    .addHelpText('after', '\nExamples:\n  $ recon ops record ops.ndjson\n  $ recon ops list --unresolved\n  $ recon ops show refund:ord_1042');
   opsRecord.register(ops);
   opsApprove.register(ops);
   opsSubmit.register(ops);
@@ -39,7 +42,10 @@ export function registerAll(program: Command): void {
   stats.register(program);
   sandbox.register(program);
   demo.register(program);
-  const audit = program.command('audit').description('the audit trail and provider-side duplicate audits');
+  const audit = program
+    .command('audit')
+    .description('the audit trail and provider-side duplicate audits')
+    .addHelpText('after', '\nExamples:\n  $ recon audit verify\n  $ recon audit duplicates --provider stripe --since 30d --csv');
   auditDuplicates.register(audit);
   auditVerify.register(audit);
 }

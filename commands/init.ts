@@ -34,7 +34,7 @@ export function register(program: Command): void {
     .addHelpText('after', '\nExample:\n  $ recon init && recon db status')
     .action(
       action(async (_a, _o, deps) => {
-        const file = path.resolve(deps.cwd, deps.globals.config ?? 'recon.config.json');
+        const file = path.resolve(deps.cwd, deps.globals.config || deps.env.RECON_CONFIG || 'recon.config.json');
         let wrote = false;
         try {
           await access(file);
@@ -44,7 +44,10 @@ export function register(program: Command): void {
         }
         const { resolveStoreUrl, openStore } = await import('../src/store/open.js');
         const { migrate } = await import('../src/store/migrate.js');
-        const db = await openStore(resolveStoreUrl({ flag: deps.globals.db, env: deps.env, configDb: deps.globals.db ? undefined : 'pglite:.recon/db' }), { autoMigrate: false, requireCurrent: false });
+        // The store is the one every other command will use (SPEC §5): an existing config's `db` counts.
+        const explicit = deps.globals.db || deps.env.RECON_DB || deps.env.DATABASE_URL;
+        const configDb = explicit ? undefined : wrote ? CONFIG_TEMPLATE.db : (await deps.config()).db;
+        const db = await openStore(resolveStoreUrl({ flag: deps.globals.db, env: deps.env, configDb }), { autoMigrate: false, requireCurrent: false });
         try {
           const r = await migrate(db);
           if (deps.globals.json) return printJson(deps.io, { config: file, config_written: wrote, store: db.displayUrl, schema_version: r.version, applied: r.applied });

@@ -36,7 +36,8 @@ export async function runRecord(o: RecordOptions, deps: Deps): Promise<void> {
   const source = !o.file || o.file === '-' ? 'stdin' : o.file;
   const text = await readSource(o.file, deps);
   const config = await deps.config();
-  const providers = Object.keys(config.providers);
+  // A provider whose secret is not set here can still be recorded for; it is needed only to submit.
+  const providers = [...Object.keys(config.providers), ...Object.keys(config.unavailable ?? {})];
   const raw = parseOperationsText(text, source);
   const inputs = raw.map((r, i) => validateOperation(r, providers, raw.length > 1 ? `${source}[${i}]: ` : ''));
   const recorded = await recordOperations(await deps.core(), inputs);

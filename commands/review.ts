@@ -12,7 +12,10 @@ import { renderTable } from './support/style.js';
 const OUTCOMES: ReviewOutcome[] = ['confirmed', 'failed', 'cancelled'];
 
 export function register(program: Command): void {
-  const review = program.command('review').description('the human queue: operations in needs_review');
+  const review = program
+    .command('review')
+    .description('the human queue: operations in needs_review')
+    .addHelpText('after', '\nExamples:\n  $ recon review list\n  $ recon review resolve refund:ord_1042 --outcome confirmed --txn re_123 --note "one refund at Stripe"');
   review
     .command('list')
     .description('operations waiting for a human, oldest first, with the evidence')

@@ -8,7 +8,10 @@ import type { Deps } from './support/deps.js';
 import { info, printJson, readAll } from './support/io.js';
 
 export function register(program: Command): void {
-  const webhook = program.command('webhook').description('ingest provider events: verified, deduplicated, matched to operations');
+  const webhook = program
+    .command('webhook')
+    .description('ingest provider events: verified, deduplicated, matched to operations')
+    .addHelpText('after', '\nExamples:\n  $ recon webhook ingest event.json --provider stripe --signature "$SIG"\n  $ recon webhook serve --port 8787');
   webhook
     .command('ingest')
     .description('ingest one event from a file or stdin')

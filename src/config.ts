@@ -79,7 +79,12 @@ export function parseConfig(text: string, where: { path: string; env: Env }): Lo
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
     throw new UsageError('the config file must hold one JSON object such as {"providers": {...}}');
   }
-  const substituted = substituteEnv(raw, '', where.env) as Record<string, unknown>;
+  // Providers are substituted one by one: a provider whose variable is not set (no
+  // STRIPE_API_KEY on the machine that only runs `recon ops list`) is kept by name and fails
+  // only when it is used, with the message naming the key.
+  const { providers: rawProviders, ...rest } = raw as Record<string, unknown>;
+  const substituted = { ...(substituteEnv(rest, '', where.env) as Record<string, unknown>), ...(rawProviders !== undefined ? { providers: rawProviders } : {}) };
+  const unavailable: Record<string, string> = {};
   const root = new Section(substituted, '', ['$schema', 'db', 'providers']);
   const db = root.string('db', null);
   if (db !== null) registerDsnPassword(db);
@@ -90,9 +95,17 @@ export function parseConfig(text: string, where: { path: string; env: Env }): Lo
     if (!/^[A-Za-z0-9._-]{1,64}$/.test(name)) {
       throw new UsageError(`providers.${JSON.stringify(name)}: provider names use letters, digits, '.', '_' and '-'`);
     }
-    providers[name] = readProvider(name, value, path.dirname(where.path));
+    let resolved: unknown;
+    try {
+      resolved = substituteEnv(value, `providers.${name}`, where.env);
+    } catch (err) {
+      if (!(err instanceof UsageError) || !/environment variable/.test(err.message)) throw err;
+      unavailable[name] = err.message;
+      continue;
+    }
+    providers[name] = readProvider(name, resolved, path.dirname(where.path));
   }
-  return { path: where.path, ...(db !== null ? { db } : {}), providers };
+  return { path: where.path, ...(db !== null ? { db } : {}), providers, ...(Object.keys(unavailable).length ? { unavailable } : {}) };
 }
 
 function fromEnvironment(env: Env): LoadedConfig {

@@ -16,7 +16,11 @@ export function substituteEnv(value: unknown, path: string, env: Env): unknown {
   if (Array.isArray(value)) return value.map((item, i) => substituteEnv(item, `${path}[${i}]`, env));
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [key, item] of Object.entries(value)) out[key] = substituteEnv(item, joinPath(path, key), env);
+    for (const [key, item] of Object.entries(value)) {
+      // Comment keys ("//", "$comment"; see isCommentKey in read.ts) are ignored by the loader, and
+      // may mention `${VAR}` as prose: the config `recon init` writes does.
+      out[key] = key.startsWith('//') || key === '$comment' ? item : substituteEnv(item, joinPath(path, key), env);
+    }
     return out;
   }
   return value;

@@ -100,4 +100,6 @@ export interface LoadedConfig {
   /** The config file's `db`, when set (lowest precedence, SPEC §5). */
   db?: string;
   providers: Record<string, ProviderConfig>;
+  /** Providers configured but not usable here (an unset `${VAR}`): name → the error to raise when one is used. */
+  unavailable?: Record<string, string>;
 }

@@ -24,6 +24,12 @@ export interface RunClaimOptions {
   provider?: string;
   /** Already handled in this pass (a `wait` releases its lease; it must not be claimed again). */
   exclude?: string[];
+  /**
+   * When this pass started: an operation observed after that was already handled by another
+   * worker's pass (a `wait` or `pending` gives its lease back), so it is not handled twice.
+   * Strictly after, so a pass under a frozen test clock still sees the previous pass's work.
+   */
+  checkedBefore?: Date;
 }
 
 /**
@@ -33,6 +39,17 @@ export interface RunClaimOptions {
  * until their next_check_at.
  */
 export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Operation[]> {
+  for (;;) {
+    const claimed = await claimCandidates(q, o);
+    const fresh = await withoutHandled(q, o, claimed);
+    // An empty batch ends the pass: only return one when there was nothing left to claim.
+    if (fresh.length || !claimed.length) {
+      return fresh.map(rowToOperation).sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
+    }
+  }
+}
+
+async function claimCandidates(q: Queryable, o: RunClaimOptions): Promise<{ id: string }[]> {
   const r = await q.query(
     `WITH c AS (
        SELECT id FROM recon.operations
@@ -42,6 +59,9 @@ export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Ope
           AND (next_check_at IS NULL OR next_check_at <= $1::timestamptz)
           AND ($5::text IS NULL OR provider = $5::text)
           AND NOT (id = ANY($6::text[]))
+          AND ($7::timestamptz IS NULL OR NOT EXISTS (
+                SELECT 1 FROM recon.observations ob
+                 WHERE ob.operation_id = recon.operations.id AND ob.observed_at > $7::timestamptz))
         ORDER BY created_at, id
         LIMIT $3::int
         FOR UPDATE SKIP LOCKED)
@@ -49,9 +69,34 @@ export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Ope
         SET lease_owner = $2::text, lease_expires_at = $1::timestamptz + make_interval(secs => $4::int / 1000.0)
        FROM c WHERE o.id = c.id
      RETURNING o.*`,
-    [o.now.toISOString(), o.owner, o.limit, o.leaseMs, o.provider ?? null, o.exclude ?? []],
+    [o.now.toISOString(), o.owner, o.limit, o.leaseMs, o.provider ?? null, o.exclude ?? [], o.checkedBefore?.toISOString() ?? null],
   );
-  return r.rows.map(rowToOperation).sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
+  return r.rows;
+}
+
+async function withoutHandled(q: Queryable, o: RunClaimOptions, rows: { id: string }[]): Promise<{ id: string }[]> {
+  if (o.checkedBefore && rows.length) {
+    // Under READ COMMITTED, a row that another worker claimed, handled and released while this
+    // statement ran is re-checked on its newest version, but NOT EXISTS above still reads the
+    // statement's older snapshot and misses that worker's observation: 4 concurrent `recon run`s
+    // decided dozens of operations twice (npm run bench). A second statement, whose snapshot is
+    // taken after our locks were granted, sees it; those are given back.
+    const done = await q.query<{ operation_id: string }>(
+      `SELECT DISTINCT operation_id FROM recon.observations
+        WHERE operation_id = ANY($1::text[]) AND observed_at > $2::timestamptz`,
+      [rows.map((row) => row.id), o.checkedBefore.toISOString()],
+    );
+    if (done.rows.length) {
+      const ids = done.rows.map((d) => d.operation_id);
+      await q.query(
+        'UPDATE recon.operations SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ANY($1::text[]) AND lease_owner = $2',
+        [ids, o.owner],
+      );
+      const handled = new Set(ids);
+      return rows.filter((row) => !handled.has(row.id));
+    }
+  }
+  return rows;
 }
 
 /** Gives a lease back (only if we still hold it). */

@@ -164,7 +164,8 @@ export async function findDuplicates(q: Queryable, o: { provider?: string; since
         AND b.created BETWEEN a.created - make_interval(secs => $4::float8) AND a.created + make_interval(secs => $4::float8)
       WHERE a.grp IS NOT NULL AND ($1::text IS NULL OR a.provider = $1::text)
         AND NOT (a.operation_id IS NOT NULL AND b.operation_id IS NOT NULL AND a.operation_id <> b.operation_id)
-        AND NOT (a.operation_id IS NOT NULL AND a.operation_id = b.operation_id)
+        -- IS NOT DISTINCT FROM, not =: with b's id NULL, "=" is NULL and NOT NULL would drop the pair.
+        AND NOT (a.operation_id IS NOT NULL AND a.operation_id IS NOT DISTINCT FROM b.operation_id)
         AND ($2::timestamptz IS NULL OR greatest(a.created, b.created) >= $2::timestamptz)
         AND ($3::timestamptz IS NULL OR least(a.created, b.created) <= $3::timestamptz)
       ORDER BY a.provider, a.grp, a.amount`,

@@ -53,8 +53,16 @@ async function lastAttemptStart(q: Queryable, id: string): Promise<Date | null> 
 
 /** Runs the rule for `op` against a fresh lookup, without writing anything. */
 export async function evaluate(ctx: CoreContext, provider: Provider, op: Operation, lookup?: LookupResult) {
-  const l = lookup ?? (await safeLookup(provider, op));
-  const history = await observationsOf(ctx.db, op.id);
+  // The history is read while the provider answers: `recon run` spends most of its time waiting
+  // on lookups, and the store round trips need not add to it. The lookup's own observation is
+  // written only afterwards, so the history is still "before this one".
+  const [l, history, lastAttemptAt] = await Promise.all([
+    lookup ?? safeLookup(provider, op),
+    observationsOf(ctx.db, op.id),
+    // With one attempt, it started at first_attempt_at (claimAttempt writes both from one clock
+    // reading): the query is only needed for retried operations.
+    op.attempt_count > 1 ? lastAttemptStart(ctx.db, op.id) : Promise.resolve(op.first_attempt_at),
+  ]);
   const subject = op.state === 'submitting' ? { ...op, state: 'outcome_unknown' as const } : op;
   const decision = decide({
     operation: subject,
@@ -63,7 +71,7 @@ export async function evaluate(ctx: CoreContext, provider: Provider, op: Operati
     lookup: l,
     capabilities: provider.capabilities,
     now: ctx.now(),
-    lastAttemptAt: await lastAttemptStart(ctx.db, op.id),
+    lastAttemptAt,
   });
   return { lookup: l, decision };
 }

@@ -40,24 +40,48 @@ export async function recordOperations(ctx: CoreContext, inputs: OperationInput[
   }
   const unique = [...firstById.values()];
   const results = new Map<string, RecordedOperation>();
+  // Each chunk's parameters and audit events (the hashing is most of recon's own work) are built
+  // while the previous chunk's INSERT runs, so the process and the database work side by side.
+  const prepare = (chunk: typeof unique) => ({
+    chunk,
+    params: [
+      chunk.map((o) => o.id),
+      chunk.map((o) => o.provider),
+      chunk.map((o) => o.action),
+      chunk.map((o) => JSON.stringify(o.payload)),
+      chunk.map((o) => o.payload_hash),
+      chunk.map((o) => o.idempotency_key),
+      chunk.map((o) => o.client_reference),
+      chunk.map((o) => (o.subject ? JSON.stringify(o.subject) : null)),
+      chunk.map((o) => o.approval),
+      chunk.map((o) => o.amount),
+      chunk.map((o) => o.currency),
+      chunk.map((o) => o.state),
+      now.toISOString(),
+    ],
+    events: chunk.map((o) =>
+      chainEvent(
+        { seq: 0, hash: GENESIS_HASH },
+        {
+          operation_id: o.id,
+          at: now,
+          actor: ctx.actor,
+          kind: 'recorded',
+          to_state: o.state,
+          rule: o.approval ? 'record.approved' : 'record.proposed',
+          detail: { payload_hash: o.payload_hash, idempotency_key: o.idempotency_key, approval: o.approval },
+        },
+      ),
+    ),
+  });
   await ctx.db.transaction(async (tx) => {
-    for (let i = 0; i < unique.length; i += CHUNK) {
-      const chunk = unique.slice(i, i + CHUNK);
-      const ins = await tx.query<{ id: string }>(INSERT_OPERATIONS, [
-        chunk.map((o) => o.id),
-        chunk.map((o) => o.provider),
-        chunk.map((o) => o.action),
-        chunk.map((o) => JSON.stringify(o.payload)),
-        chunk.map((o) => o.payload_hash),
-        chunk.map((o) => o.idempotency_key),
-        chunk.map((o) => o.client_reference),
-        chunk.map((o) => (o.subject ? JSON.stringify(o.subject) : null)),
-        chunk.map((o) => o.approval),
-        chunk.map((o) => o.amount),
-        chunk.map((o) => o.currency),
-        chunk.map((o) => o.state),
-        now.toISOString(),
-      ]);
+    let next = unique.length ? prepare(unique.slice(0, CHUNK)) : null;
+    for (let i = 0; next; i += CHUNK) {
+      const { chunk, params, events } = next;
+      const inserting = tx.query<{ id: string }>(INSERT_OPERATIONS, params);
+      inserting.catch(() => undefined); // awaited just below; this only keeps a failure from being "unhandled" meanwhile
+      next = i + CHUNK < unique.length ? prepare(unique.slice(i + CHUNK, i + 2 * CHUNK)) : null;
+      const ins = await inserting;
       const created = new Set(ins.rows.map((r) => r.id));
       const existingIds = chunk.filter((o) => !created.has(o.id)).map((o) => o.id);
       if (existingIds.length) {
@@ -67,23 +91,7 @@ export async function recordOperations(ctx: CoreContext, inputs: OperationInput[
           results.set(row.id, { id: row.id, state: row.state, created: false });
         }
       }
-      const events = chunk
-        .filter((o) => created.has(o.id))
-        .map((o) =>
-          chainEvent(
-            { seq: 0, hash: GENESIS_HASH },
-            {
-              operation_id: o.id,
-              at: now,
-              actor: ctx.actor,
-              kind: 'recorded',
-              to_state: o.state,
-              rule: o.approval ? 'record.approved' : 'record.proposed',
-              detail: { payload_hash: o.payload_hash, idempotency_key: o.idempotency_key, approval: o.approval },
-            },
-          ),
-        );
-      await insertEvents(tx, events);
+      await insertEvents(tx, events.filter((e) => created.has(e.operation_id)));
       for (const o of chunk) if (created.has(o.id)) results.set(o.id, { id: o.id, state: o.state, created: true });
     }
   });

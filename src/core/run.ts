@@ -45,6 +45,7 @@ export type ProviderSource = (name: string) => Promise<Provider>;
  */
 export async function runPass(ctx: CoreContext, providers: ProviderSource, o: RunOptions = {}): Promise<RunSummary> {
   const started = Date.now();
+  const passStartedAt = ctx.now();
   const limit = o.limit ?? 10_000;
   const summary: RunSummary = {
     claimed: 0, confirmed: 0, failed: 0, pending: 0, retried: 0, escalated: 0, waiting: 0, unavailable: 0,
@@ -60,7 +61,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   const seen: string[] = [];
   while (summary.claimed < limit) {
     const size = Math.min(o.batchSize ?? 200, limit - summary.claimed);
-    const batch = o.dryRun ? await candidatesForDryRun(ctx, o, size, seen) : await claimBatch(ctx, providers, owner, size, o, seen);
+    const batch = o.dryRun ? await candidatesForDryRun(ctx, o, size, seen) : await claimBatch(ctx, providers, owner, size, o, seen, passStartedAt);
     if (batch.length === 0) break;
     summary.claimed += batch.length;
     seen.push(...batch.map((b) => b.id));
@@ -101,12 +102,20 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   return summary;
 }
 
-async function claimBatch(ctx: CoreContext, providers: ProviderSource, owner: string, size: number, o: RunOptions, seen: string[]): Promise<Operation[]> {
+async function claimBatch(
+  ctx: CoreContext,
+  providers: ProviderSource,
+  owner: string,
+  size: number,
+  o: RunOptions,
+  seen: string[],
+  passStartedAt: Date,
+): Promise<Operation[]> {
   // The lease must outlive the slowest provider's request; use the longest configured lease among
   // the providers we may meet (the default when none is known yet).
   let leaseMs = 120_000;
   if (o.provider) leaseMs = (await providers(o.provider)).capabilities.leaseMs;
-  return claimForRun(ctx.db, { owner, leaseMs, now: ctx.now(), limit: size, provider: o.provider, exclude: seen });
+  return claimForRun(ctx.db, { owner, leaseMs, now: ctx.now(), limit: size, provider: o.provider, exclude: seen, checkedBefore: passStartedAt });
 }
 
 async function candidatesForDryRun(ctx: CoreContext, o: RunOptions, size: number, seen: string[]): Promise<Operation[]> {

@@ -1,4 +1,5 @@
 import type { Queryable } from '../store/db.js';
+import { findDuplicates } from './duplicates.js';
 
 /** `recon stats`: where the backlog is, how fast it resolves, how often humans are needed. */
 export interface Stats {
@@ -80,10 +81,10 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
         AND ($1::timestamptz IS NULL OR at >= $1::timestamptz)`,
     [since],
   );
-  const ledger = await q.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM (
-       SELECT provider, operation_id FROM recon.ledger_index WHERE operation_id IS NOT NULL GROUP BY provider, operation_id HAVING count(*) > 1) d`,
-  );
+  // The same groups `audit duplicates` reports (by operation id, by client reference, same charge and
+  // amount within 24h), so the two commands never disagree; null until an audit has read a ledger.
+  const audited = await q.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_scans');
+  const ledgerGroups = Number(audited.rows[0].n) > 0 ? (await findDuplicates(q, {})).length : null;
   return {
     since,
     unresolved: [...buckets.entries()].map(([k, count]) => {
@@ -93,7 +94,7 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
     unresolved_total: unresolved.rows.length,
     by_state: Object.fromEntries(byState.rows.map((r) => [r.state, Number(r.n)])),
     duplicate_actions: Number(dup.rows[0].n),
-    ledger_duplicate_groups: Number(ledger.rows[0].n),
+    ledger_duplicate_groups: ledgerGroups,
     time_to_reconciliation_seconds: { count: ttr.length, p50: percentile(ttr, 50), p90: percentile(ttr, 90), p99: percentile(ttr, 99) },
     attempts_per_operation: { operations: ops, mean: ops ? sum / ops : null, max, histogram },
     escalations: Number(esc.rows[0].n),

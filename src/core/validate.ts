@@ -133,25 +133,40 @@ export function parseOperationsText(text: string, source: string): unknown[] {
     return [parseJson(trimmed, source)].flat();
   }
   const lines = trimmed.split('\n');
-  if (lines.length > 1 && lines.every((l) => !l.trim() || l.trim().startsWith('{'))) {
+  if (lines.length > 1) {
     try {
-      const single = JSON.parse(trimmed);
-      return [single];
+      return [JSON.parse(trimmed)];
     } catch {
-      const out: unknown[] = [];
-      lines.forEach((line, i) => {
-        if (line.trim()) out.push(parseJson(line, `${source}: line ${i + 1}`));
-      });
-      return out;
+      // NDJSON when every line is an object, or when the first line is a whole object on its own
+      // (a pretty-printed object's first line is "{", which is not): then a bad line is named.
+      if (lines.every((l) => !l.trim() || l.trim().startsWith('{')) || isJsonObject(lines[0]!)) {
+        const out: unknown[] = [];
+        lines.forEach((line, i) => {
+          if (line.trim()) out.push(parseJson(line, `${source}: line ${i + 1}`));
+        });
+        return out;
+      }
     }
   }
   return [parseJson(trimmed, source)];
+}
+
+function isJsonObject(line: string): boolean {
+  try {
+    const v = JSON.parse(line);
+    return typeof v === 'object' && v !== null && !Array.isArray(v);
+  } catch {
+    return false;
+  }
 }
 
 function parseJson(text: string, where: string): unknown {
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new UsageError(`${where}: malformed JSON (${(err as Error).message}); fix the input and record again`);
+    // V8 quotes the input in its message: keep the error on one line and short (SPEC §7).
+    let reason = (err as Error).message.replace(/\s+/g, ' ');
+    if (reason.length > 160) reason = reason.slice(0, 157) + '...';
+    throw new UsageError(`${where}: malformed JSON (${reason}); fix the input and record again`);
   }
 }

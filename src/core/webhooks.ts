@@ -62,7 +62,19 @@ export async function applyEvent(ctx: CoreContext, provider: Provider, event: We
     const inFlight = locked.state === 'submitting' && locked.lease_expires_at !== null && locked.lease_expires_at > now;
     let effect = 'noted';
     let state: State = locked.state;
-    if (link.linked && !inFlight && locked.state !== txn.state && canTransition(locked.state === 'submitting' ? 'outcome_unknown' : locked.state, txn.state)) {
+    // The event's transaction disagrees with what was asked: a human decides, it is never confirmed.
+    const mismatch =
+      (locked.amount !== null && txn.amount !== null && txn.amount !== locked.amount) ||
+      (locked.currency !== null && txn.currency !== null && txn.currency.toLowerCase() !== locked.currency);
+    const target: State = mismatch ? 'needs_review' : txn.state;
+    if (link.linked && mismatch && !inFlight && canTransition(locked.state === 'submitting' ? 'outcome_unknown' : locked.state, 'needs_review')) {
+      if (locked.state === 'submitting') {
+        await transition(tx, op.id, 'outcome_unknown', { actor: ctx.actor, now, kind: 'lease.expired', rule: 'lease.expired', detail: {} });
+      }
+      await transition(tx, op.id, 'needs_review', { actor: ctx.actor, now, kind: 'webhook.applied', rule: 'webhook.mismatch', review_reason: 'mismatch', detail });
+      effect = 'transitioned';
+      state = target;
+    } else if (!mismatch && link.linked && !inFlight && locked.state !== txn.state && canTransition(locked.state === 'submitting' ? 'outcome_unknown' : locked.state, txn.state)) {
       if (locked.state === 'submitting') {
         await transition(tx, op.id, 'outcome_unknown', { actor: ctx.actor, now, kind: 'lease.expired', rule: 'lease.expired', detail: {} });
       }

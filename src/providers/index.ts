@@ -15,6 +15,8 @@ export interface ProviderDeps {
 
 export async function createProvider(name: string, loaded: LoadedConfig, deps: ProviderDeps = {}): Promise<Provider> {
   const config = loaded.providers[name];
+  const deferred = loaded.unavailable?.[name];
+  if (deferred) throw new UsageError(deferred);
   if (!config) {
     const names = Object.keys(loaded.providers);
     throw new UsageError(

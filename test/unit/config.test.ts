@@ -133,8 +133,20 @@ describe('the SPEC example', () => {
 });
 
 describe('one-line errors naming the key and the fix', () => {
-  it('a missing environment variable names the key path and the variable', async () => {
-    const err = await loadError(SPEC_EXAMPLE, { STRIPE_WEBHOOK_SECRET: 'whsec_x', WAREHOUSE_TOKEN: 't' });
+  it('a missing environment variable names the key path and the variable, when that provider is used', async () => {
+    // Deferred: a machine without STRIPE_API_KEY can still list and record; only using stripe fails.
+    const folder = mkdtempSync(path.join(tmpdir(), 'recon-config-'));
+    writeConfig(folder, SPEC_EXAMPLE);
+    const loaded = await loadConfig({ env: { STRIPE_WEBHOOK_SECRET: 'whsec_x', WAREHOUSE_TOKEN: 't' }, cwd: folder });
+    expect(Object.keys(loaded.providers)).not.toContain('stripe');
+    expect(Object.keys(loaded.unavailable ?? {})).toEqual(['stripe']);
+    const err = await createProvider('stripe', loaded).then(
+      () => {
+        throw new Error('expected createProvider to fail');
+      },
+      (e: unknown) => e as Error,
+    );
+    expect(err).toBeInstanceOf(UsageError);
     expect(err.message).toContain('providers.stripe.apiKey: environment variable STRIPE_API_KEY is not set');
   });
 

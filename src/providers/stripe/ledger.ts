@@ -9,6 +9,7 @@
 import type Stripe from 'stripe';
 import type { ListRange, LookupQuery, LookupResult, ProviderTxn } from '../../types.js';
 import { formatDuration } from '../../core/durations.js';
+import { ProviderUnavailableError } from '../../errors.js';
 import { describeError, refundToTxn } from './classify.js';
 import { isRateLimited, retryAfterOf, type StripeClient } from './client.js';
 
@@ -34,9 +35,18 @@ export async function* listRefunds(client: StripeClient, range: ListRange): Asyn
   if (range.since) created.gte = Math.floor(range.since.getTime() / 1000);
   if (range.until) created.lte = Math.floor(range.until.getTime() / 1000);
   let page = 0;
-  for await (const refunds of refundPages(client, Object.keys(created).length > 0 ? { created } : {})) {
-    range.onPage?.({ page: ++page, items: refunds.length });
-    for (const refund of refunds) yield refundToTxn(refund);
+  const pages = refundPages(client, Object.keys(created).length > 0 ? { created } : {});
+  for (;;) {
+    let next: IteratorResult<Stripe.Refund[]>;
+    try {
+      next = await pages.next();
+    } catch (err) {
+      // As for lookup and get: a provider that errors is unavailable (exit 5), not an unexpected failure.
+      throw new ProviderUnavailableError(`cannot list refunds (page ${page + 1}): ${describeError(err)}`, { cause: err });
+    }
+    if (next.done) return;
+    range.onPage?.({ page: ++page, items: next.value.length });
+    for (const refund of next.value) yield refundToTxn(refund);
   }
 }
 

@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { assertTransition, canTransition, isState, isTerminal, isUnresolved } from '../../src/core/states.js';
+import { RefusedError } from '../../src/errors.js';
+import { STATES, type State } from '../../src/types.js';
+
+/** SPEC §3, plus submitting → needs_review (a 400 idempotency_error on submit, documented in states.ts). */
+const ALLOWED: Record<State, State[]> = {
+  proposed: ['approved', 'cancelled'],
+  approved: ['submitting', 'cancelled'],
+  submitting: ['confirmed', 'failed', 'pending', 'outcome_unknown', 'needs_review'],
+  pending: ['confirmed', 'failed', 'outcome_unknown', 'needs_review'],
+  outcome_unknown: ['confirmed', 'failed', 'pending', 'submitting', 'needs_review'],
+  needs_review: ['confirmed', 'failed', 'cancelled'],
+  confirmed: [],
+  failed: [],
+  cancelled: [],
+};
+
+const allowedPairs = STATES.flatMap((from) => ALLOWED[from].map((to) => [from, to] as const));
+const illegalPairs = STATES.flatMap((from) => STATES.filter((to) => !ALLOWED[from].includes(to)).map((to) => [from, to] as const));
+
+describe('the state machine of SPEC §3', () => {
+  it.each(allowedPairs)('%s → %s is allowed', (from, to) => {
+    expect(canTransition(from, to)).toBe(true);
+    expect(() => assertTransition('op_1', from, to)).not.toThrow();
+  });
+
+  it.each(illegalPairs)('%s → %s is refused with RefusedError', (from, to) => {
+    expect(canTransition(from, to)).toBe(false);
+    let caught: unknown;
+    try {
+      assertTransition('op_1', from, to);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(RefusedError);
+    expect((caught as RefusedError).rule).toBe('state_machine');
+    expect((caught as RefusedError).exitCode).toBe(4);
+    expect((caught as Error).message).toContain('op_1');
+    expect((caught as Error).message).toContain(to);
+  });
+
+  it('covers every pair of states exactly once', () => {
+    expect(allowedPairs.length + illegalPairs.length).toBe(STATES.length * STATES.length);
+  });
+
+  it('never lets a timeout become failed without a provider answer: no state reaches failed from approved', () => {
+    expect(canTransition('approved', 'failed')).toBe(false);
+    expect(canTransition('proposed', 'submitting')).toBe(false);
+  });
+
+  it('terminal states go nowhere, not even to themselves', () => {
+    for (const t of ['confirmed', 'failed', 'cancelled'] as const) {
+      expect(isTerminal(t)).toBe(true);
+      for (const to of STATES) expect(canTransition(t, to)).toBe(false);
+    }
+    expect(isTerminal('needs_review')).toBe(false);
+  });
+
+  it('unresolved is submitting, pending, outcome_unknown, needs_review', () => {
+    expect(STATES.filter(isUnresolved)).toEqual(['submitting', 'pending', 'outcome_unknown', 'needs_review']);
+  });
+
+  it('isState accepts exactly the state names', () => {
+    for (const s of STATES) expect(isState(s)).toBe(true);
+    for (const s of ['bogus', 'Confirmed', '', 'unresolved', 'outcome-unknown']) expect(isState(s)).toBe(false);
+  });
+});
