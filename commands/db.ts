@@ -24,7 +24,7 @@ export function register(program: Command): void {
     .addHelpText('after', '\nExample:\n  $ recon db status --json')
     .action(
       action(async (_a, _o, deps) => {
-        const store = await deps.store({ autoMigrate: false, requireCurrent: false });
+        const store = await deps.store({ requireCurrent: false });
         const { schemaStatus } = await import('../src/store/migrate.js');
         const status = await schemaStatus(store);
         const counts = await store.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM recon.operations GROUP BY state ORDER BY state');

@@ -1,0 +1,110 @@
+/**
+ * Claims under contention: 4 `recon run` processes against one PostgreSQL over the same backlog,
+ * with a provider that answers at once (sandbox latency 0, no rate limit). Every operation must be
+ * decided exactly once across the 4 JSON outputs (SKIP LOCKED leases), at ≥ 2,000 decisions/s in
+ * total. Baseline: one process over a quarter of the backlog.
+ */
+import fs from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { startStripeSandbox } from '../../src/sandbox/stripe/server.js';
+import { expectExit, freshPgStore, mkdir, postgresCpuMs, round, runRecon, writeStripeConfig, type BenchContext, type Benchmark, type ChildResult } from './lib.js';
+import { seedOperations, seedSandbox } from './seed.js';
+
+const WORKERS = 4;
+
+async function pass(ctx: BenchContext, o: { prefix: string; n: number; workers: number; apiBase: string; apiKey: string }) {
+  const dir = mkdir(ctx, `claims-${o.prefix}`);
+  const store = await freshPgStore(ctx);
+  try {
+    await seedOperations(store.db, o.prefix, o.n, new Date());
+    const config = writeStripeConfig(dir, {
+      db: store.url,
+      apiBase: o.apiBase,
+      apiKey: o.apiKey,
+      provider: { rateLimit: 1_000_000, concurrency: 32 },
+    });
+    const pg0 = postgresCpuMs(ctx.pgUrl);
+    const self0 = process.cpuUsage();
+    const t0 = performance.now();
+    const results: ChildResult[] = await Promise.all(
+      Array.from({ length: o.workers }, () => runRecon(ctx, ['run', '--json', '--limit', String(o.n), '--config', config], { cwd: dir, measureRss: true })),
+    );
+    const ms = performance.now() - t0;
+    const self = process.cpuUsage(self0);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // let the server reap the closed backends
+    const pg1 = postgresCpuMs(ctx.pgUrl);
+    const cpu = {
+      recon: results.reduce((sum, r) => sum + (r.cpuMs ?? 0), 0) / o.n,
+      postgres: pg0 !== null && pg1 !== null ? (pg1 - pg0) / o.n : null,
+      sandbox: (self.user + self.system) / 1000 / o.n,
+    };
+    const decided = new Map<string, number>();
+    for (const [i, r] of results.entries()) {
+      expectExit(r, `recon run (worker ${i + 1})`);
+      const summary = JSON.parse(r.stdout) as { decisions: { id: string }[]; errors: unknown[]; confirmed: number };
+      if (summary.confirmed !== summary.decisions.length) throw new Error(`worker ${i + 1}: ${summary.decisions.length - summary.confirmed} decisions were not confirm`);
+      if (summary.errors.length) throw new Error(`worker ${i + 1}: ${summary.errors.length} errors, e.g. ${JSON.stringify(summary.errors[0])}`);
+      for (const d of summary.decisions) decided.set(d.id, (decided.get(d.id) ?? 0) + 1);
+    }
+    const doubles = [...decided.values()].filter((c) => c > 1).length;
+    return { ms, cpu, doubles, missing: o.n - decided.size, perWorker: results.map((r) => (JSON.parse(r.stdout) as { decisions: unknown[] }).decisions.length) };
+  } finally {
+    await store.db.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export const claims: Benchmark = {
+  name: 'claims',
+  async run(ctx: BenchContext) {
+    const n = ctx.quick ? 4000 : 20_000;
+    const sandbox = await startStripeSandbox({ latencyMs: 0 });
+    try {
+      // Every operation is found (→ confirmed), so a decided operation leaves the backlog for good and
+      // any operation decided twice was claimed twice. (A `wait` gives its lease back, and a pass that
+      // starts after it may look again: a later look, not a double claim.)
+      seedSandbox(sandbox, 'c', n, { every: true });
+      seedSandbox(sandbox, 'b', n / WORKERS, { every: true });
+      const contended = await pass(ctx, { prefix: 'c', n, workers: WORKERS, apiBase: sandbox.url, apiKey: sandbox.apiKey });
+      ctx.log(`  ${WORKERS} workers: ${n} ops in ${Math.round(contended.ms)} ms, decisions per worker ${contended.perWorker.join('/')}`);
+      const single = await pass(ctx, { prefix: 'b', n: n / WORKERS, workers: 1, apiBase: sandbox.url, apiKey: sandbox.apiKey });
+      const rate = n / (contended.ms / 1000);
+      const c = contended.cpu;
+      const perOp = c.recon + (c.postgres ?? 0) + c.sandbox;
+      return [
+        {
+          bench: 'claims',
+          name: `${WORKERS} × recon run on PostgreSQL, ${n} ops: operations decided more than once`,
+          value: contended.doubles,
+          unit: 'ops',
+          target: '= 0',
+          baseline: null,
+          pass: contended.doubles === 0 && contended.missing === 0,
+          note: contended.missing ? `${contended.missing} operations were not decided at all` : undefined,
+        },
+        {
+          bench: 'claims',
+          name: `${WORKERS} × recon run on PostgreSQL, ${n} ops, instant provider: decided/s in total`,
+          value: round(rate, 0),
+          unit: 'ops/s',
+          target: '≥ 2000 ops/s',
+          baseline: round(n / WORKERS / (single.ms / 1000), 0),
+          baseline_of: `1 process over ${n / WORKERS} ops`,
+          pass: rate >= 2000,
+          note: `CPU per operation: recon ${round(c.recon, 2)} ms, PostgreSQL ${c.postgres === null ? '?' : round(c.postgres, 2)} ms, sandbox (this process) ${round(c.sandbox, 2)} ms`,
+        },
+        {
+          bench: 'claims',
+          name: `${WORKERS} × recon run: the same work's ceiling on 2 idle cores (2000 ms of CPU per s ÷ CPU per operation)`,
+          value: round(2000 / perOp, 0),
+          unit: 'ops/s',
+          target: '-',
+          baseline: null,
+          pass: null,
+        },
+      ];
+    } finally {
+      await sandbox.close();
+    }
+  },
+};

@@ -1,0 +1,145 @@
+/**
+ * `ops list --unresolved --limit 50` on a large store: the query listOperations builds for the
+ * unresolved filter must be served by the partial index `operations_unresolved_idx`, on PostgreSQL
+ * and on PGlite. Baseline: the same query with index scans switched off (a sequential scan and a
+ * top-N sort), measured in the same run.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { listOperations } from '../../src/core/repo.js';
+import type { Db, Queryable } from '../../src/store/db.js';
+import { openStore } from '../../src/store/open.js';
+import { UNRESOLVED_STATES } from '../../src/types.js';
+import { freshPgStore, median, mkdir, payloadSql, round, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
+
+const RUNS = 20;
+
+/** 1% unresolved, spread evenly over the whole history (the worst case for a non-partial index). */
+async function load(db: Db, rows: number): Promise<void> {
+  // Building the secondary indexes once after the load is several times faster than maintaining
+  // them row by row; they are re-created from their own definitions, so the schema is unchanged.
+  const indexes = await db.query<{ name: string; def: string }>(
+    `SELECT indexname AS name, indexdef AS def FROM pg_indexes
+      WHERE schemaname = 'recon' AND tablename = 'operations' AND indexname <> 'operations_pkey'`,
+  );
+  for (const ix of indexes.rows) await db.query(`DROP INDEX recon.${ix.name}`);
+  const p = payloadSql(`'pi_' || g`, '1000 + g % 5000');
+  // One statement per 100k rows keeps PGlite's WebAssembly heap small during the load.
+  for (let from = 1; from <= rows; from += 100_000) {
+    const to = Math.min(rows, from + 99_999);
+    await db.query(
+      `INSERT INTO recon.operations (id, provider, action, payload, payload_hash, idempotency_key, state, amount, currency,
+                                     attempt_count, created_at, updated_at, first_attempt_at)
+       SELECT 'op-' || g, 'stripe', 'refund', ${p.payload}, ${p.hash}, 'op-' || g,
+              CASE WHEN g % 100 = 0 THEN (ARRAY['submitting', 'pending', 'outcome_unknown', 'needs_review'])[1 + (g / 100) % 4]
+                   ELSE 'confirmed' END,
+              1000 + g % 5000, 'usd', 1,
+              timestamptz '2025-01-01' + g * interval '1 second', timestamptz '2025-01-01' + g * interval '1 second',
+              timestamptz '2025-01-01' + g * interval '1 second'
+         FROM generate_series($1::int, $2::int) AS g`,
+      [from, to],
+    );
+  }
+  for (const ix of indexes.rows) await db.query(ix.def);
+  await db.query('ANALYZE recon.operations');
+}
+
+/** Records the SQL and parameters listOperations sends, so EXPLAIN and the baseline run exactly that statement. */
+function capturing(db: Db): { q: Queryable; last: () => { sql: string; params: unknown[] } } {
+  let last: { sql: string; params: unknown[] } | undefined;
+  return {
+    q: { query: (sql, params) => ((last = { sql, params: params ?? [] }), db.query(sql, params)) },
+    last: () => last!,
+  };
+}
+
+async function measure(db: Db, backend: string, rows: number): Promise<BenchRow[]> {
+  const cap = capturing(db);
+  const filter = { states: [...UNRESOLVED_STATES], limit: 50 };
+  const first = await listOperations(cap.q, filter);
+  if (first.length !== 50 || first.some((o) => !UNRESOLVED_STATES.includes(o.state))) {
+    throw new Error(`${backend}: expected 50 unresolved operations, got ${first.length}`);
+  }
+  const { sql, params } = cap.last();
+  const indexed: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const t0 = performance.now();
+    await listOperations(db, filter);
+    indexed.push(performance.now() - t0);
+  }
+  const plan = (await db.query<Record<string, string>>(`EXPLAIN ${sql}`, params)).rows.map((r) => Object.values(r)[0]).join('\n');
+  const usesIndex = plan.includes('operations_unresolved_idx');
+
+  const seq: number[] = [];
+  const baselineRuns = backend === 'pglite' ? 5 : 10;
+  for (let i = 0; i < baselineRuns; i++) {
+    const t0 = performance.now();
+    await db.transaction(async (tx) => {
+      await tx.query('SET LOCAL enable_indexscan = off');
+      await tx.query('SET LOCAL enable_bitmapscan = off');
+      await tx.query('SET LOCAL enable_indexonlyscan = off');
+      await tx.query(sql, params);
+    });
+    seq.push(performance.now() - t0);
+  }
+  const target = backend === 'postgres' ? 50 : 300;
+  const m = median(indexed);
+  return [
+    {
+      bench: 'list-unresolved',
+      name: `ops list --unresolved --limit 50, ${backend}, ${rows.toLocaleString('en')} ops (median of ${RUNS})`,
+      value: round(m),
+      unit: 'ms',
+      target: `< ${target} ms`,
+      baseline: round(median(seq)),
+      baseline_of: 'same query, index scans off (seq scan + sort)',
+      pass: m < target,
+    },
+    {
+      bench: 'list-unresolved',
+      name: `EXPLAIN uses operations_unresolved_idx, ${backend}`,
+      value: usesIndex ? 1 : 0,
+      unit: 'bool',
+      target: '= 1',
+      baseline: null,
+      pass: usesIndex,
+      note: usesIndex ? undefined : plan.split('\n')[0],
+    },
+  ];
+}
+
+export const listUnresolved: Benchmark = {
+  name: 'list-unresolved',
+  async run(ctx: BenchContext) {
+    const rows: BenchRow[] = [];
+    // --quick loads 200k rows on each backend to stay within its budget; the full run loads 1M.
+    const pgRows = ctx.quick ? 200_000 : 1_000_000;
+    {
+      const { db } = await freshPgStore(ctx);
+      try {
+        const t0 = performance.now();
+        await load(db, pgRows);
+        ctx.log(`  postgres: loaded ${pgRows} operations in ${Math.round(performance.now() - t0)} ms`);
+        rows.push(...(await measure(db, 'postgres', pgRows)));
+      } finally {
+        await db.close();
+      }
+    }
+    {
+      const liteRows = ctx.quick ? 200_000 : 1_000_000;
+      const dir = mkdir(ctx, 'pglite-list');
+      const db = await openStore(`pglite:${path.join(dir, 'db')}`);
+      try {
+        const t0 = performance.now();
+        await load(db, liteRows);
+        ctx.log(`  pglite: loaded ${liteRows} operations in ${Math.round(performance.now() - t0)} ms`);
+        rows.push(...(await measure(db, 'pglite', liteRows)));
+      } finally {
+        await db.close();
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    }
+    return rows;
+  },
+};

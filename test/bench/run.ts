@@ -1,0 +1,104 @@
+/**
+ * `npm run bench`: recon's performance targets, measured against a real PostgreSQL, PGlite and the
+ * sandboxes on loopback, each next to a baseline measured in the same run.
+ *
+ *   npm run bench                 full run (< 10 minutes on 2 cores)
+ *   npm run bench -- --quick      smaller run (< 2 minutes), for development
+ *   npm run bench -- --only NAME  only the named benchmark(s), comma-separated
+ *
+ * Prints a table and writes bench-results.json; exits 1 when a target is missed.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { startPostgres } from '../support/postgres.js';
+import { auditDuplicates } from './audit-duplicates.js';
+import { claims } from './claims.js';
+import { ROOT, round, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
+import { listUnresolved } from './list-unresolved.js';
+import { reconcileThroughput } from './reconcile.js';
+import { recordThroughput } from './record.js';
+import { startup } from './startup.js';
+
+const ALL: Benchmark[] = [startup, listUnresolved, reconcileThroughput, claims, auditDuplicates, recordThroughput];
+
+function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {
+  let quick = false;
+  let only: string[] | null = null;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--quick') quick = true;
+    else if (a === '--only') only = (argv[++i] ?? '').split(',').filter(Boolean);
+    else if (a.startsWith('--only=')) only = a.slice('--only='.length).split(',').filter(Boolean);
+    else throw new Error(`unknown argument ${a}; use --quick and/or --only ${ALL.map((b) => b.name).join(',')}`);
+  }
+  if (only) {
+    const unknown = only.filter((n) => !ALL.some((b) => b.name === n));
+    if (unknown.length) throw new Error(`--only: unknown benchmark ${unknown.join(', ')}; choose from ${ALL.map((b) => b.name).join(', ')}`);
+  }
+  return { quick, only };
+}
+
+function table(rows: BenchRow[]): string {
+  const head = ['benchmark', 'measured', 'target', 'baseline (same run)', 'result'];
+  const body = rows.map((r) => [
+    r.name,
+    `${r.value} ${r.unit}`,
+    r.target,
+    r.baseline === null ? '-' : `${r.baseline} ${r.baseline_unit ?? (r.unit === 'bool' ? '' : r.unit)}${r.baseline_of ? ` (${r.baseline_of})` : ''}`.trim(),
+    r.pass === null ? 'info' : r.pass ? 'PASS' : 'FAIL',
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ');
+  return [line(head), widths.map((w) => '-'.repeat(w)).join('-|-'), ...body.map(line)].join('\n');
+}
+
+async function main(): Promise<void> {
+  const { quick, only } = parseArgs(process.argv.slice(2));
+  const started = performance.now();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-bench-'));
+  const log = (m: string) => process.stderr.write(`${m}\n`);
+  log(`recon bench${quick ? ' (quick)' : ''}: starting PostgreSQL`);
+  const server = await startPostgres();
+  const ctx: BenchContext = { quick, pgUrl: server.url, tmp, log };
+  const rows: BenchRow[] = [];
+  const failures: string[] = [];
+  try {
+    for (const b of ALL) {
+      if (only && !only.includes(b.name)) continue;
+      const t0 = performance.now();
+      log(`- ${b.name}`);
+      try {
+        rows.push(...(await b.run(ctx)));
+      } catch (err) {
+        failures.push(`${b.name}: ${(err as Error).stack ?? err}`);
+        rows.push({ bench: b.name, name: `${b.name}: did not complete`, value: 0, unit: '', target: 'completes', baseline: null, pass: false, note: (err as Error).message });
+      }
+      log(`  (${b.name}: ${Math.round((performance.now() - t0) / 1000)} s)`);
+    }
+  } finally {
+    await server.stop();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  const totalS = round((performance.now() - started) / 1000, 1);
+  process.stdout.write(`\n${table(rows)}\n\n`);
+  for (const r of rows) if (r.note) process.stdout.write(`note: ${r.name}: ${r.note}\n`);
+  for (const f of failures) process.stderr.write(`\n${f}\n`);
+  const passed = rows.filter((r) => r.pass === true).length;
+  const failed = rows.filter((r) => r.pass === false).length;
+  process.stdout.write(`total bench time ${totalS} s (${quick ? 'quick' : 'full'}) on ${os.cpus().length} cores\n`);
+  process.stdout.write(`${passed} passed, ${failed} failed\n`);
+  const out = path.join(ROOT, 'bench-results.json');
+  fs.writeFileSync(
+    out,
+    JSON.stringify({ mode: quick ? 'quick' : 'full', node: process.version, cpus: os.cpus().length, total_seconds: totalS, finished_at: new Date().toISOString(), rows }, null, 2) + '\n',
+  );
+  process.stdout.write(`wrote ${path.relative(process.cwd(), out) || out}\n`);
+  if (failed) process.exitCode = 1;
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench: ${(err as Error).stack ?? err}\n`);
+  process.exitCode = 1;
+});

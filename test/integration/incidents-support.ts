@@ -1,0 +1,110 @@
+/**
+ * Small helpers shared by the incident tests (SPEC §8): operations to record, `ops show` through
+ * the CLI, and waiting just past the configured uncertainty window.
+ */
+import fs from 'node:fs';
+import { expect } from 'vitest';
+import { openStore } from '../../src/store/open.js';
+import type { CliResult } from '../support/cli.js';
+import { startWorld, type World, type WorldOptions } from '../support/world.js';
+
+/** The world's uncertainty window is 1s; a little more so "after the window" is never a race. */
+export const PAST_WINDOW_MS = 1_150;
+
+/**
+ * Every CLI process on the embedded store starts PGlite (about a second, several under load), and
+ * an incident takes 5–10 processes: more room than the suite's 60s default, never a timed assertion.
+ */
+export const SLOW_STORE_TIMEOUT_MS = 150_000;
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** An approved Stripe refund operation for a seeded payment intent. */
+export function refundOp(id: string, paymentIntent: string, amount: number, extra: Record<string, unknown> = {}) {
+  return {
+    id,
+    provider: 'stripe',
+    action: 'refund',
+    payload: { payment_intent: paymentIntent, amount, currency: 'usd' },
+    client_reference: id.replace(/^refund:/, ''),
+    approval: 'TICKET-1',
+    ...extra,
+  };
+}
+
+/** An approved warehouse shipment operation. */
+export function shipmentOp(id: string, clientReference: string) {
+  return {
+    id,
+    provider: 'warehouse',
+    action: 'shipment.create',
+    payload: { client_reference: clientReference, sku: 'SKU-1', quantity: 1, address: { city: 'Lyon', zip: '69001' } },
+    client_reference: clientReference,
+    approval: 'TICKET-2',
+  };
+}
+
+/** Fails with the CLI's stderr when the exit code is not the expected one. */
+export function expectExit(r: CliResult, code: number): CliResult {
+  if (r.code !== code) throw new Error(`expected exit ${code}, got ${r.code} (${r.signal ?? 'no signal'})\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
+  return r;
+}
+
+export interface ShowJson {
+  operation: { id: string; state: string; attempt_count: number; provider_txn_ids: string[]; review_reason: string | null; idempotency_key: string };
+  attempts: { number: number; idempotency_key: string; outcome: string | null }[];
+  provider_transactions: { provider_id: string; linked_via: string; status: string }[];
+  observations: { result: string }[];
+  events: { seq: number; kind: string; rule: string | null; from_state: string | null; to_state: string | null }[];
+}
+
+export async function show(world: World, id: string): Promise<ShowJson> {
+  const r = expectExit(await world.recon(['ops', 'show', id, '--json']), 0);
+  expect(r.json, r.stdout).toBeTruthy();
+  return r.json as ShowJson;
+}
+
+export async function recordOk(world: World, ops: unknown[]): Promise<CliResult> {
+  return expectExit(await world.record(ops), 0);
+}
+
+export async function submit(world: World, id: string): Promise<{ state: string; result: { outcome: string; error_class: string | null } }> {
+  return expectExit(await world.recon(['ops', 'submit', id, '--json']), 0).json;
+}
+
+/** `recon run --json`; the exit code is checked by the caller (8 when a review exists). */
+export async function run(world: World, args: string[] = []): Promise<{ code: number | null; summary: RunJson }> {
+  const r = await world.recon(['run', '--json', ...args]);
+  if (!r.json) throw new Error(`recon run printed no JSON (exit ${r.code})\nstderr: ${r.stderr}`);
+  return { code: r.code, summary: r.json as RunJson };
+}
+
+export interface RunJson {
+  claimed: number;
+  confirmed: number;
+  retried: number;
+  waiting: number;
+  escalated: number;
+  decisions: { id: string; decision: string; rule: string; state: string; review_reason?: string }[];
+  errors: { id: string; error: string }[];
+}
+
+let template: Promise<string> | undefined;
+
+/**
+ * `startWorld`, except that an embedded store starts as a copy of one migrated once per file:
+ * creating and migrating a PGlite folder costs a few seconds per store, and every incident needs
+ * a fresh one. (A PostgreSQL store is a fresh database already.)
+ */
+export async function startIncidentWorld(o: WorldOptions): Promise<World> {
+  const world = await startWorld(o);
+  if (o.backend.name === 'pglite') {
+    template ??= (async () => {
+      const url = await o.backend.url();
+      await (await openStore(url)).close();
+      return url.slice('pglite:'.length);
+    })();
+    fs.cpSync(await template, world.storeUrl.slice('pglite:'.length), { recursive: true });
+  }
+  return world;
+}
