@@ -239,7 +239,7 @@ export interface Decision {
   rule: string;
   /** The state the operation moves to (or stays in). */
   state: State;
-  /** For review: duplicate, mismatch, stale, max_attempts, key_retention, ambiguous, idempotency_conflict. */
+  /** For review: duplicate, mismatch, stale, max_attempts, key_retention, payload_changed, pending_not_found, ambiguous (idempotency_conflict comes from submit). */
   review_reason?: string;
   /** Transactions to link (confirm/pending/fail/review with duplicates). */
   link?: ProviderTxn[];

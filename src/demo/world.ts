@@ -13,6 +13,7 @@ import { startWarehouseSandbox, type WarehouseSandbox } from '../sandbox/warehou
 import type { Db } from '../store/db.js';
 import { openStore } from '../store/open.js';
 import type { Provider } from '../types.js';
+import { warehouseProviderConfig } from '../sandbox/warehouse/provider-config.js';
 
 /** The uncertainty window every demo provider uses: long enough to show a wait, short enough to sit through. */
 export const DEMO_WINDOW_MS = 1000;
@@ -34,22 +35,7 @@ export interface DemoWorld {
 const WAREHOUSE_TOKEN = 'wh_demo_token';
 
 function warehouseConfig(baseUrl: string, keyRetention: string): Record<string, unknown> {
-  return {
-    type: 'http',
-    baseUrl,
-    headers: { Authorization: `Bearer ${WAREHOUSE_TOKEN}` },
-    idempotencyHeader: 'Idempotency-Key',
-    submit: { method: 'POST', path: '/v1/shipments' },
-    lookup: { method: 'GET', path: '/v1/shipments?client_reference={client_reference}', list: 'data' },
-    get: { path: '/v1/shipments/{id}' },
-    fields: { id: 'id', status: 'status', idempotencyKey: 'idempotency_key', clientReference: 'client_reference' },
-    status: { confirmed: ['created', 'shipped'], pending: ['processing'], failed: ['rejected'] },
-    lookupAuthoritative: false,
-    keyRetention,
-    uncertaintyWindow: `${DEMO_WINDOW_MS}ms`,
-    timeout: '2s',
-    lease: '4s',
-  };
+  return warehouseProviderConfig(baseUrl, WAREHOUSE_TOKEN, { keyRetention, uncertaintyWindow: `${DEMO_WINDOW_MS}ms`, timeout: '2s', lease: '4s' });
 }
 
 export async function startDemoWorld(o: { now?: () => Date } = {}): Promise<DemoWorld> {

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startStripeSandbox, type StripeSandbox, type StripeSandboxOptions } from '../../src/sandbox/stripe/server.js';
+import { warehouseProviderConfig } from '../../src/sandbox/warehouse/provider-config.js';
 import { startWarehouseSandbox, type WarehouseSandbox } from '../../src/sandbox/warehouse/server.js';
 import type { Backend } from './backends.js';
 import { recon, spawnRecon, type CliOptions, type CliResult } from './cli.js';
@@ -55,23 +56,12 @@ export async function startWorld(o: WorldOptions): Promise<World> {
     },
   };
   if (warehouse) {
-    providers.warehouse = {
-      type: 'http',
-      baseUrl: warehouse.url,
-      headers: { Authorization: 'Bearer ${WAREHOUSE_TOKEN}' },
-      idempotencyHeader: 'Idempotency-Key',
-      submit: { method: 'POST', path: '/v1/shipments' },
-      lookup: { method: 'GET', path: '/v1/shipments?client_reference={client_reference}', list: 'data' },
-      get: { path: '/v1/shipments/{id}' },
-      fields: { id: 'id', status: 'status', idempotencyKey: 'idempotency_key', clientReference: 'client_reference' },
-      status: { confirmed: ['created', 'shipped'], pending: ['processing'], failed: ['rejected'] },
-      lookupAuthoritative: false,
-      keyRetention: '7d',
+    providers.warehouse = warehouseProviderConfig(warehouse.url, '${WAREHOUSE_TOKEN}', {
       uncertaintyWindow: '1s',
       timeout: '2s',
       lease: '4s',
       ...o.warehouseConfig,
-    };
+    });
   }
   const configPath = path.join(dir, 'recon.config.json');
   fs.writeFileSync(configPath, JSON.stringify({ db: storeUrl, providers }, null, 2));
