@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { claimOne, newOwnerToken } from '../src/core/claims.js';
-import { evaluate, reconcileOne } from '../src/core/reconcile.js';
+import { decisionJson, evaluate, reconcileOne } from '../src/core/reconcile.js';
 import { getOperation } from '../src/core/repo.js';
 import { validateId } from '../src/core/validate.js';
 import { RefusedError } from '../src/errors.js';
@@ -39,7 +39,7 @@ Example:
         let result;
         if (opts.dryRun) {
           const { decision: d } = await evaluate(core, provider, op);
-          result = { id, decision: d.decision, rule: d.rule, state: d.state, explanation: d.explanation, dry_run: true };
+          result = { ...decisionJson(id, d), dry_run: true };
         } else {
           const owner = newOwnerToken(core.actor);
           const claimed = await claimOne(core.db, id, { owner, leaseMs: provider.capabilities.leaseMs, now: core.now() });

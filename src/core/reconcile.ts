@@ -161,8 +161,12 @@ async function applyDecision(
       await tx.query('UPDATE recon.operations SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2', [op.id, owner]);
     }
   });
+  return decisionJson(op.id, d);
+}
+
+export function decisionJson(id: string, d: Decision): DecisionJson {
   return {
-    id: op.id,
+    id,
     decision: d.decision,
     rule: d.rule,
     state: d.state,

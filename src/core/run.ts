@@ -2,7 +2,7 @@ import { UNRESOLVED_STATES, type Operation, type Provider } from '../types.js';
 import { claimForRun, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { limitConcurrency } from './ratelimit.js';
-import { evaluate, reconcileOne, type DecisionJson } from './reconcile.js';
+import { decisionJson, evaluate, reconcileOne, type DecisionJson } from './reconcile.js';
 import { listOperations } from './repo.js';
 
 export interface RunOptions {
@@ -127,7 +127,7 @@ async function candidatesForDryRun(ctx: CoreContext, o: RunOptions, size: number
 
 async function dryDecision(ctx: CoreContext, provider: Provider, op: Operation): Promise<DecisionJson> {
   const { decision: d } = await evaluate(ctx, provider, op);
-  return { id: op.id, decision: d.decision, rule: d.rule, state: d.state, explanation: d.explanation, ...(d.review_reason ? { review_reason: d.review_reason } : {}) };
+  return decisionJson(op.id, d);
 }
 
 function count(s: RunSummary, d: DecisionJson): void {

@@ -67,20 +67,21 @@ export async function applyEvent(ctx: CoreContext, provider: Provider, event: We
       (locked.amount !== null && txn.amount !== null && txn.amount !== locked.amount) ||
       (locked.currency !== null && txn.currency !== null && txn.currency.toLowerCase() !== locked.currency);
     const target: State = mismatch ? 'needs_review' : txn.state;
-    if (link.linked && mismatch && !inFlight && canTransition(locked.state === 'submitting' ? 'outcome_unknown' : locked.state, 'needs_review')) {
+    const from: State = locked.state === 'submitting' ? 'outcome_unknown' : locked.state;
+    if (link.linked && !inFlight && locked.state !== target && canTransition(from, target)) {
       if (locked.state === 'submitting') {
         await transition(tx, op.id, 'outcome_unknown', { actor: ctx.actor, now, kind: 'lease.expired', rule: 'lease.expired', detail: {} });
       }
-      await transition(tx, op.id, 'needs_review', { actor: ctx.actor, now, kind: 'webhook.applied', rule: 'webhook.mismatch', review_reason: 'mismatch', detail });
+      await transition(tx, op.id, target, {
+        actor: ctx.actor,
+        now,
+        kind: 'webhook.applied',
+        rule: mismatch ? 'webhook.mismatch' : `webhook.${txn.state}`,
+        review_reason: mismatch ? 'mismatch' : null,
+        detail,
+      });
       effect = 'transitioned';
       state = target;
-    } else if (!mismatch && link.linked && !inFlight && locked.state !== txn.state && canTransition(locked.state === 'submitting' ? 'outcome_unknown' : locked.state, txn.state)) {
-      if (locked.state === 'submitting') {
-        await transition(tx, op.id, 'outcome_unknown', { actor: ctx.actor, now, kind: 'lease.expired', rule: 'lease.expired', detail: {} });
-      }
-      await transition(tx, op.id, txn.state, { actor: ctx.actor, now, kind: 'webhook.applied', rule: `webhook.${txn.state}`, detail });
-      effect = 'transitioned';
-      state = txn.state;
     } else {
       await note(tx, op.id, { actor: ctx.actor, now, kind: 'webhook.received', rule: null, detail });
     }
