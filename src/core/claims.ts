@@ -25,7 +25,7 @@ export interface RunClaimOptions {
   /** Already handled in this pass (a `wait` releases its lease; it must not be claimed again). */
   exclude?: string[];
   /**
-   * When this pass started: an operation observed after that was already handled by another
+   * When this pass started: an operation looked up after that (last_checked_at) was already handled by another
    * worker's pass (a `wait` or `pending` gives its lease back), so it is not handled twice.
    * Strictly after, so a pass under a frozen test clock still sees the previous pass's work.
    */
@@ -39,17 +39,12 @@ export interface RunClaimOptions {
  * until their next_check_at.
  */
 export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Operation[]> {
-  for (;;) {
-    const claimed = await claimCandidates(q, o);
-    const fresh = await withoutHandled(q, o, claimed);
-    // An empty batch ends the pass: only return one when there was nothing left to claim.
-    if (fresh.length || !claimed.length) {
-      return fresh.map(rowToOperation).sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
-    }
-  }
-}
-
-async function claimCandidates(q: Queryable, o: RunClaimOptions): Promise<{ id: string }[]> {
+  // `checkedBefore` reads a column of the claimed row itself (last_checked_at, set in the same
+  // transaction as the decision). Under READ COMMITTED, a row that another worker handled and
+  // released while this statement ran is locked on its newest version and the WHERE clause is
+  // re-checked on that version, so it is skipped. (When the check was a NOT EXISTS over
+  // recon.observations, that subquery kept the statement's older snapshot: 4 concurrent
+  // `recon run`s decided dozens of operations twice, npm run bench.)
   const r = await q.query(
     `WITH c AS (
        SELECT id FROM recon.operations
@@ -59,9 +54,7 @@ async function claimCandidates(q: Queryable, o: RunClaimOptions): Promise<{ id: 
           AND (next_check_at IS NULL OR next_check_at <= $1::timestamptz)
           AND ($5::text IS NULL OR provider = $5::text)
           AND NOT (id = ANY($6::text[]))
-          AND ($7::timestamptz IS NULL OR NOT EXISTS (
-                SELECT 1 FROM recon.observations ob
-                 WHERE ob.operation_id = recon.operations.id AND ob.observed_at > $7::timestamptz))
+          AND ($7::timestamptz IS NULL OR last_checked_at IS NULL OR last_checked_at <= $7::timestamptz)
         ORDER BY created_at, id
         LIMIT $3::int
         FOR UPDATE SKIP LOCKED)
@@ -71,32 +64,7 @@ async function claimCandidates(q: Queryable, o: RunClaimOptions): Promise<{ id: 
      RETURNING o.*`,
     [o.now.toISOString(), o.owner, o.limit, o.leaseMs, o.provider ?? null, o.exclude ?? [], o.checkedBefore?.toISOString() ?? null],
   );
-  return r.rows;
-}
-
-async function withoutHandled(q: Queryable, o: RunClaimOptions, rows: { id: string }[]): Promise<{ id: string }[]> {
-  if (o.checkedBefore && rows.length) {
-    // Under READ COMMITTED, a row that another worker claimed, handled and released while this
-    // statement ran is re-checked on its newest version, but NOT EXISTS above still reads the
-    // statement's older snapshot and misses that worker's observation: 4 concurrent `recon run`s
-    // decided dozens of operations twice (npm run bench). A second statement, whose snapshot is
-    // taken after our locks were granted, sees it; those are given back.
-    const done = await q.query<{ operation_id: string }>(
-      `SELECT DISTINCT operation_id FROM recon.observations
-        WHERE operation_id = ANY($1::text[]) AND observed_at > $2::timestamptz`,
-      [rows.map((row) => row.id), o.checkedBefore.toISOString()],
-    );
-    if (done.rows.length) {
-      const ids = done.rows.map((d) => d.operation_id);
-      await q.query(
-        'UPDATE recon.operations SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ANY($1::text[]) AND lease_owner = $2',
-        [ids, o.owner],
-      );
-      const handled = new Set(ids);
-      return rows.filter((row) => !handled.has(row.id));
-    }
-  }
-  return rows;
+  return r.rows.map(rowToOperation).sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
 }
 
 /** Gives a lease back (only if we still hold it). */

@@ -2,7 +2,8 @@ import { UNRESOLVED_STATES, type Operation, type Provider } from '../types.js';
 import { claimForRun, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { limitConcurrency } from './ratelimit.js';
-import { decisionJson, evaluate, reconcileOne, type DecisionJson } from './reconcile.js';
+import { decisionWriter, historiesOf, planDecision } from './apply.js';
+import { decisionJson, evaluate, expireLease, retryAuthorised, safeLookup, type DecisionJson } from './reconcile.js';
 import { listOperations } from './repo.js';
 
 export interface RunOptions {
@@ -58,6 +59,9 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
     return l;
   };
   const owner = newOwnerToken(ctx.actor);
+  // Decisions are written in groups (group commit): one transaction per decision made the store's
+  // round trips the cost of a pass against a fast provider (see apply.ts).
+  const write = decisionWriter(ctx, owner);
   const seen: string[] = [];
   while (summary.claimed < limit) {
     const size = Math.min(o.batchSize ?? 200, limit - summary.claimed);
@@ -65,26 +69,35 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
     if (batch.length === 0) break;
     summary.claimed += batch.length;
     seen.push(...batch.map((b) => b.id));
+    // The batch's histories in two queries, read while nothing else may decide these operations (we hold their leases).
+    const histories = o.dryRun ? null : await historiesOf(ctx.db, batch);
     await Promise.all(
-      batch.map(async (op) => {
+      batch.map(async (claimed) => {
         let provider: Provider;
         try {
-          provider = await providers(op.provider);
+          provider = await providers(claimed.provider);
         } catch (err) {
-          summary.errors.push({ id: op.id, error: (err as Error).message });
-          if (!o.dryRun) await releaseLease(ctx.db, op.id, owner);
+          summary.errors.push({ id: claimed.id, error: (err as Error).message });
+          if (!o.dryRun) await releaseLease(ctx.db, claimed.id, owner);
           return;
         }
-        await limiterFor(provider)(async () => {
-          try {
-            const d = o.dryRun ? await dryDecision(ctx, provider, op) : await reconcileOne(ctx, provider, op, { owner });
-            count(summary, d);
-          } catch (err) {
-            summary.errors.push({ id: op.id, error: (err as Error).message });
-            if (!o.dryRun) await releaseLease(ctx.db, op.id, owner).catch(() => undefined);
+        const limited = limiterFor(provider);
+        try {
+          if (o.dryRun) {
+            count(summary, await limited(() => dryDecision(ctx, provider, claimed)));
+          } else {
+            const op = claimed.state === 'submitting' ? await expireLease(ctx, claimed, owner) : claimed;
+            const lookup = await limited(() => safeLookup(provider, op));
+            const plan = planDecision(ctx, provider, op, lookup, histories!.get(op.id)!);
+            const applied = await write(plan);
+            if (!applied.ok) throw applied.error;
+            count(summary, plan.decision.decision === 'retry' ? await limited(() => retryAuthorised(ctx, provider, op, applied.json, owner)) : applied.json);
           }
-          o.onProgress?.(summary.decisions.length + summary.errors.length, summary.claimed);
-        });
+        } catch (err) {
+          summary.errors.push({ id: claimed.id, error: (err as Error).message });
+          if (!o.dryRun) await releaseLease(ctx.db, claimed.id, owner).catch(() => undefined);
+        }
+        o.onProgress?.(summary.decisions.length + summary.errors.length, summary.claimed);
       }),
     );
   }

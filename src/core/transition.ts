@@ -25,7 +25,7 @@ export interface TransitionOptions {
 }
 
 /** Throws LeaseLostError unless `owner` holds an unexpired lease on `op`. */
-export function assertLease(op: Operation, owner: string, now: Date): void {
+export function assertLease(op: Pick<Operation, 'id' | 'lease_owner' | 'lease_expires_at'>, owner: string, now: Date): void {
   if (op.lease_owner !== owner || !op.lease_expires_at || op.lease_expires_at.getTime() <= now.getTime()) {
     throw new LeaseLostError(
       `lease on ${op.id} was lost (held by ${op.lease_owner ?? 'nobody'}, expires ${op.lease_expires_at?.toISOString() ?? '-'}); result not written`,
@@ -143,4 +143,5 @@ export async function recordObservation(
     'INSERT INTO recon.observations (operation_id, observed_at, result, detail) VALUES ($1, $2::timestamptz, $3, $4::jsonb)',
     [operationId, o.at.toISOString(), o.result, JSON.stringify(o.detail)],
   );
+  await tx.query('UPDATE recon.operations SET last_checked_at = greatest(last_checked_at, $2::timestamptz) WHERE id = $1', [operationId, o.at.toISOString()]);
 }

@@ -69,6 +69,8 @@ export async function startPostgres(): Promise<PostgresServer> {
         '-c full_page_writes=off',
         '-c max_connections=300',
         '-c shared_buffers=64MB',
+        // Diagnostics only, e.g. RECON_TEST_PG_OPTIONS='-c shared_preload_libraries=pg_stat_statements'.
+        process.env.RECON_TEST_PG_OPTIONS ?? '',
       ].join(' ');
       try {
         await run('pg_ctl', ['-D', data, '-l', logFile, '-w', '-t', '60', '-o', options, 'start']);

@@ -52,6 +52,9 @@ export class StripeLedger {
   /** Newest first by (created, insertion): the order Stripe lists in. */
   private readonly sorted: Stored[] = [];
   private readonly inOrder: Stored[] = [];
+  /** The same order per payment intent and per charge, so a filtered list does not scan the whole ledger. */
+  private readonly byPaymentIntent = new Map<string, Stored[]>();
+  private readonly byCharge = new Map<string, Stored[]>();
   private seq = 0;
 
   constructor(private readonly now: () => number) {}
@@ -165,15 +168,9 @@ export class StripeLedger {
     const stored: Stored = { refund, seq: ++this.seq, hiddenUntil: 0 };
     this.byId.set(refund.id, stored);
     this.inOrder.push(stored);
-    // Binary insertion keeps `sorted` newest first even when seeds carry older `created` values.
-    let lo = 0;
-    let hi = this.sorted.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (newer(this.sorted[mid]!, stored)) lo = mid + 1;
-      else hi = mid;
-    }
-    this.sorted.splice(lo, 0, stored);
+    insertNewestFirst(this.sorted, stored);
+    if (refund.charge) insertNewestFirst(listFor(this.byCharge, refund.charge), stored);
+    if (refund.payment_intent) insertNewestFirst(listFor(this.byPaymentIntent, refund.payment_intent), stored);
     return structuredClone(refund);
   }
 
@@ -249,15 +246,16 @@ export class StripeLedger {
       (!piId || s.refund.payment_intent === piId) &&
       (!chId || s.refund.charge === chId) &&
       inRange(s.refund.created, range);
+    const source = piId ? (this.byPaymentIntent.get(piId) ?? []) : chId ? (this.byCharge.get(chId) ?? []) : this.sorted;
     if (before) {
       // ending_before: the page just newer than the cursor, still newest first.
-      const newerOnes = this.sorted.filter((s) => newer(s, cursor!) && matches(s));
+      const newerOnes = source.filter((s) => newer(s, cursor!) && matches(s));
       const page = newerOnes.slice(Math.max(0, newerOnes.length - limit));
       return { data: page.map((s) => structuredClone(s.refund)), has_more: newerOnes.length > limit };
     }
     const data: Refund[] = [];
     let has_more = false;
-    for (const s of this.sorted) {
+    for (const s of source) {
       if (cursor && !newer(cursor, s)) continue;
       if (!matches(s)) continue;
       if (data.length === limit) {
@@ -268,6 +266,24 @@ export class StripeLedger {
     }
     return { data, has_more };
   }
+}
+
+/** Binary insertion keeps a list newest first even when seeds carry older `created` values. */
+function insertNewestFirst(list: Stored[], stored: Stored): void {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (newer(list[mid]!, stored)) lo = mid + 1;
+    else hi = mid;
+  }
+  list.splice(lo, 0, stored);
+}
+
+function listFor(index: Map<string, Stored[]>, key: string): Stored[] {
+  let list = index.get(key);
+  if (!list) index.set(key, (list = []));
+  return list;
 }
 
 function newer(a: Stored, b: Stored): boolean {
