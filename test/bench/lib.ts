@@ -82,10 +82,30 @@ export function round(x: number, digits = 2): number {
   return Math.round(x * f) / f;
 }
 
-/** A fresh, migrated database on the run's server. */
+const benchDatabases: string[] = [];
+
+/** A fresh, migrated database on the run's server (dropped by the next dropBenchDatabases, after each benchmark). */
 export async function freshPgStore(ctx: BenchContext): Promise<{ url: string; db: Db }> {
-  const url = await createDatabase(ctx.pgUrl, `recon_bench_${Math.random().toString(36).slice(2, 10)}`);
+  const name = `recon_bench_${Math.random().toString(36).slice(2, 10)}`;
+  const url = await createDatabase(ctx.pgUrl, name);
+  benchDatabases.push(name);
   return { url, db: await openStore(url) };
+}
+
+/**
+ * Drops the databases made since the last call. A million-row table left behind is vacuumed and
+ * analysed by autovacuum while the next benchmark runs, and its CPU counted against that one.
+ */
+export async function dropBenchDatabases(ctx: BenchContext): Promise<void> {
+  if (benchDatabases.length === 0) return;
+  const pg = (await import('pg')).default;
+  const client = new pg.Client({ connectionString: ctx.pgUrl });
+  await client.connect();
+  try {
+    for (const name of benchDatabases.splice(0)) await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
 }
 
 export function mkdir(ctx: BenchContext, name: string): string {

@@ -15,7 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { startPostgres } from '../support/postgres.js';
 import { auditDuplicates } from './audit-duplicates.js';
 import { claims } from './claims.js';
-import { ROOT, round, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
+import { dropBenchDatabases, ROOT, round, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
 import { listUnresolved } from './list-unresolved.js';
 import { reconcileThroughput } from './reconcile.js';
 import { recordThroughput } from './record.js';
@@ -75,6 +75,7 @@ async function main(): Promise<void> {
         failures.push(`${b.name}: ${(err as Error).stack ?? err}`);
         rows.push({ bench: b.name, name: `${b.name}: did not complete`, value: 0, unit: '', target: 'completes', baseline: null, pass: false, note: (err as Error).message });
       }
+      await dropBenchDatabases(ctx);
       log(`  (${b.name}: ${Math.round((performance.now() - t0) / 1000)} s)`);
     }
   } finally {

@@ -11,7 +11,3 @@ UPDATE recon.operations o
  WHERE o.id = m.operation_id
    AND o.state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review');
 
--- Room on each page for a row's next version: a claim changes only the lease columns, which no
--- index covers, so with free space on the page the update is a heap-only (HOT) one and leaves
--- the five indexes alone.
-ALTER TABLE recon.operations SET (fillfactor = 80);
