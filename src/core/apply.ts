@@ -4,10 +4,11 @@ import type { AuditEvent, Decision, LookupResult, Observation, Operation, Provid
 import { GENESIS_HASH, chainEvent, insertEvents } from './audit.js';
 import type { CoreContext } from './context.js';
 import { backoffDelay } from './ratelimit.js';
+import { rowToObservation } from './repo.js';
 import { decide } from './rule.js';
 import { payloadHash } from './canonical.js';
 import { assertTransition, isTerminal } from './states.js';
-import { assertLease } from './transition.js';
+import { assertLease, linkTransactions, recordObservations } from './transition.js';
 
 /**
  * Writing reconciliation decisions (SPEC §4), many per transaction.
@@ -96,7 +97,7 @@ export async function historiesOf(q: Queryable, ops: Operation[]): Promise<Map<s
   ]);
   for (const op of ops) out.set(op.id, { observations: [], lastAttemptAt: op.attempt_count > 1 ? null : op.first_attempt_at });
   for (const o of obs.rows) {
-    out.get(o.operation_id)!.observations.push({ operation_id: o.operation_id, observed_at: o.observed_at, result: o.result, detail: o.detail ?? {} });
+    out.get(o.operation_id)!.observations.push(rowToObservation(o));
   }
   for (const a of attempts.rows) out.get(a.operation_id)!.lastAttemptAt = a.started_at;
   return out;
@@ -177,7 +178,7 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
     );
     const current = new Map(locked.rows.map((r) => [r.id, r]));
     const results: Applied[] = new Array(items.length);
-    const ok: { i: number; item: PlannedDecision; d: Decision }[] = [];
+    const ok: { i: number; item: PlannedDecision; d: Decision; detail: Record<string, unknown> }[] = [];
     items.forEach((item, i) => {
       try {
         const cur = current.get(item.op.id);
@@ -187,22 +188,23 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
           throw new RefusedError(`operation ${cur.id} moved from ${item.op.state} to ${cur.state} while it was looked up; decision not written`, 'state_machine');
         }
         if (item.decision.decision !== 'retry' && item.decision.state !== cur.state) assertTransition(cur.id, cur.state, item.decision.state);
-        ok.push({ i, item, d: item.decision });
+        ok.push({ i, item, d: item.decision, detail: lookupDetail(item.lookup) });
       } catch (err) {
         results[i] = { ok: false, error: err as Error };
       }
     });
     if (ok.length === 0) return results;
 
-    await tx.query(
-      `INSERT INTO recon.observations (operation_id, observed_at, result, detail)
-       SELECT id, $2::timestamptz, result, detail FROM unnest($1::text[], $3::text[], $4::jsonb[]) AS u(id, result, detail)`,
-      [ok.map((w) => w.item.op.id), at, ok.map((w) => w.item.lookup.result), ok.map((w) => JSON.stringify(lookupDetail(w.item.lookup)))],
-    );
+    await recordObservations(tx, ok.map((w) => ({ operationId: w.item.op.id, at: now, result: w.item.lookup.result, detail: w.detail })));
+    // A transaction already linked to another operation is not re-pointed: it stays where it is,
+    // and the decision's explanation says so.
+    const links = ok.flatMap((w) => (w.d.link ?? []).map((t) => ({ w, provider: w.item.provider, operationId: w.item.op.id, txn: t })));
+    const linked = await linkTransactions(tx, links, { via: 'lookup', by: ctx.actor, at: now });
+    links.forEach(({ w, txn: t }, k) => {
+      if (!linked[k]!.linked) w.d = { ...w.d, explanation: `${w.d.explanation}; ${t.provider_id} is already linked to ${linked[k]!.existingOperation}` };
+    });
 
-    await linkAll(tx, ok, { by: ctx.actor, at });
-
-    // State changes, lease releases and when each was looked up. A retry keeps its lease and its
+    // State changes and lease releases. A retry keeps its lease and its
     // state: the attempt follows at once (claimAttempt moves it to submitting).
     await tx.query(
       `UPDATE recon.operations o
@@ -212,8 +214,7 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
               review_reason = CASE WHEN u.moved AND u.state = 'needs_review' THEN coalesce(u.review_reason, o.review_reason) ELSE o.review_reason END,
               lease_owner = CASE WHEN u.retry THEN o.lease_owner END,
               lease_expires_at = CASE WHEN u.retry THEN o.lease_expires_at END,
-              next_check_at = CASE WHEN u.moved THEN NULL ELSE coalesce(u.next_check_at, o.next_check_at) END,
-              last_checked_at = $1::timestamptz
+              next_check_at = CASE WHEN u.moved THEN NULL ELSE coalesce(u.next_check_at, o.next_check_at) END
          FROM unnest($2::text[], $3::text[], $4::boolean[], $5::boolean[], $6::boolean[], $7::text[], $8::timestamptz[])
               AS u(id, state, retry, moved, terminal, review_reason, next_check_at)
         WHERE o.id = u.id`,
@@ -237,8 +238,8 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
       [ok.map((w) => w.item.op.id)],
     );
     const head = new Map(heads.rows.map((h) => [h.id, h.seq === null ? { seq: 0, hash: GENESIS_HASH } : { seq: Number(h.seq), hash: h.hash! }]));
-    const events: AuditEvent[] = ok.map(({ item, d }) => {
-      const detail: Record<string, unknown> = { explanation: d.explanation, lookup: lookupDetail(item.lookup) };
+    const events: AuditEvent[] = ok.map(({ item, d, detail: lookup }) => {
+      const detail: Record<string, unknown> = { explanation: d.explanation, lookup };
       const moved = d.decision !== 'retry' && d.state !== item.op.state;
       if (moved && d.state === 'needs_review' && d.review_reason) detail.review_reason = d.review_reason;
       return chainEvent(head.get(item.op.id)!, {
@@ -257,49 +258,6 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
     for (const w of ok) results[w.i] = { ok: true, json: decisionJson(w.item.op.id, w.d) };
     return results;
   });
-}
-
-/**
- * Links the transactions the decisions name (`via: lookup`). One already linked to another
- * operation is not re-pointed: it stays where it is, and the decision's explanation says so.
- */
-async function linkAll(tx: Queryable, ok: { item: PlannedDecision; d: Decision }[], how: { by: string; at: string }): Promise<void> {
-  const links = ok.flatMap((w) => (w.d.link ?? []).map((t) => ({ w, t })));
-  if (links.length === 0) return;
-  const r = await tx.query<{ provider: string; provider_id: string }>(
-    `INSERT INTO recon.provider_transactions
-       (provider, provider_id, operation_id, status, state, amount, currency, linked_via, linked_at, linked_by, created)
-     SELECT provider, provider_id, operation_id, status, state, amount, currency, 'lookup', $8::timestamptz, $9, created
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $10::timestamptz[])
-            AS u(provider, provider_id, operation_id, status, state, amount, currency, created)
-     ON CONFLICT (provider, provider_id) DO UPDATE SET status = EXCLUDED.status, state = EXCLUDED.state
-       WHERE recon.provider_transactions.operation_id = EXCLUDED.operation_id
-     RETURNING provider, provider_id`,
-    [
-      links.map((l) => l.w.item.provider),
-      links.map((l) => l.t.provider_id),
-      links.map((l) => l.w.item.op.id),
-      links.map((l) => l.t.status),
-      links.map((l) => l.t.state),
-      links.map((l) => l.t.amount),
-      links.map((l) => l.t.currency),
-      how.at,
-      how.by,
-      links.map((l) => (l.t.created ? l.t.created.toISOString() : null)),
-    ],
-  );
-  const linked = new Set(r.rows.map((row) => `${row.provider}\u0000${row.provider_id}`));
-  const refused = links.filter((l) => !linked.has(`${l.w.item.provider}\u0000${l.t.provider_id}`));
-  if (refused.length === 0) return;
-  const owners = await tx.query<{ provider: string; provider_id: string; operation_id: string }>(
-    `SELECT p.provider, p.provider_id, p.operation_id FROM recon.provider_transactions p
-       JOIN unnest($1::text[], $2::text[]) AS u(provider, provider_id) USING (provider, provider_id)`,
-    [refused.map((l) => l.w.item.provider), refused.map((l) => l.t.provider_id)],
-  );
-  const ownerOf = new Map(owners.rows.map((o) => [`${o.provider}\u0000${o.provider_id}`, o.operation_id]));
-  for (const { w, t } of refused) {
-    w.d = { ...w.d, explanation: `${w.d.explanation}; ${t.provider_id} is already linked to ${ownerOf.get(`${w.item.provider}\u0000${t.provider_id}`) ?? null}` };
-  }
 }
 
 /**

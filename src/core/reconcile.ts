@@ -1,5 +1,5 @@
 import type { LookupResult, Operation, Provider } from '../types.js';
-import { applyDecisions, historiesOf, planDecision, type DecisionJson } from './apply.js';
+import { applyDecisions, historiesOf, planDecision, type Applied, type DecisionJson, type History, type PlannedDecision } from './apply.js';
 import type { CoreContext } from './context.js';
 import { submitOperation } from './submit.js';
 import { transition } from './transition.js';
@@ -20,7 +20,7 @@ export async function safeLookup(provider: Provider, op: Operation): Promise<Loo
 }
 
 /** Runs the rule for `op` against a fresh lookup, without writing anything. */
-export async function evaluate(ctx: CoreContext, provider: Provider, op: Operation, lookup?: LookupResult) {
+export async function evaluate(ctx: CoreContext, provider: Provider, op: Operation, lookup?: LookupResult | Promise<LookupResult>) {
   // The history is read while the provider answers: the store round trips need not add to the
   // lookup's. The lookup's own observation is written only afterwards, so the history is still
   // "before this one".
@@ -34,25 +34,33 @@ export interface ReconcileOptions {
   owner: string;
   /** When false, a `retry` decision is recorded but no attempt is made (used by `retry --dry-run`-like callers). */
   allowRetry?: boolean;
+  /** The operation's history, when the caller read it already (`recon run` reads a batch's at once). */
+  history?: History;
+  /** How the decision is written; default: on its own. `recon run` passes its group writer. */
+  write?: (plan: PlannedDecision) => Promise<Applied>;
+  /** Wraps each provider call (the lookup, the retry's submit): `recon run`'s concurrency limit. */
+  limited?: <T>(call: () => Promise<T>) => Promise<T>;
 }
 
 /**
  * Reconciles one claimed operation (SPEC §4): a `submitting` left by a crashed worker becomes
- * outcome_unknown first; then lookup, rule, and the decision applied in one transaction with the
- * observation and the audit event; a retry then goes through the normal attempt phases with the
+ * outcome_unknown first; then lookup, rule, and the decision written with the observation and the
+ * audit event (alone, or in `recon run`'s groups: `o.write`); a retry then goes through the normal attempt phases with the
  * original key and payload.
  */
 export async function reconcileOne(ctx: CoreContext, provider: Provider, claimed: Operation, o: ReconcileOptions): Promise<DecisionJson> {
+  const limited = o.limited ?? ((call) => call());
   const op = claimed.state === 'submitting' ? await expireLease(ctx, claimed, o.owner) : claimed;
-  const { plan } = await evaluate(ctx, provider, op);
-  const [applied] = await applyDecisions(ctx, [plan], o.owner);
-  if (!applied!.ok) throw applied!.error;
-  if (plan.decision.decision === 'retry' && o.allowRetry !== false) return retryAuthorised(ctx, provider, op, applied!.json, o.owner);
-  return applied!.json;
+  const lookup = limited(() => safeLookup(provider, op));
+  const plan = o.history ? planDecision(ctx, provider, op, await lookup, o.history) : (await evaluate(ctx, provider, op, lookup)).plan;
+  const applied = o.write ? await o.write(plan) : (await applyDecisions(ctx, [plan], o.owner))[0]!;
+  if (!applied.ok) throw applied.error;
+  if (plan.decision.decision === 'retry' && o.allowRetry !== false) return limited(() => retryAuthorised(ctx, provider, op, applied.json, o.owner));
+  return applied.json;
 }
 
 /** Expired-lease recovery (SPEC §3): a `submitting` left by a crashed worker becomes outcome_unknown, never failed. */
-export async function expireLease(ctx: CoreContext, claimed: Operation, owner: string): Promise<Operation> {
+async function expireLease(ctx: CoreContext, claimed: Operation, owner: string): Promise<Operation> {
   return ctx.db.transaction(async (tx) =>
     (
       await transition(tx, claimed.id, 'outcome_unknown', {
@@ -69,7 +77,7 @@ export async function expireLease(ctx: CoreContext, claimed: Operation, owner: s
 }
 
 /** The attempt a `retry` decision authorised: the original key and payload, through the normal attempt phases. */
-export async function retryAuthorised(ctx: CoreContext, provider: Provider, op: Operation, authorised: DecisionJson, owner: string): Promise<DecisionJson> {
+async function retryAuthorised(ctx: CoreContext, provider: Provider, op: Operation, authorised: DecisionJson, owner: string): Promise<DecisionJson> {
   const r = await submitOperation(ctx, provider, op.id, {
     from: 'outcome_unknown',
     rule: authorised.rule,

@@ -147,5 +147,9 @@ export async function transactionsOf(q: Queryable, id: string): Promise<Provider
 
 export async function observationsOf(q: Queryable, id: string): Promise<Observation[]> {
   const r = await q.query('SELECT * FROM recon.observations WHERE operation_id = $1 ORDER BY observed_at, id', [id]);
-  return r.rows.map((o: any) => ({ operation_id: o.operation_id, observed_at: o.observed_at, result: o.result, detail: o.detail ?? {} }));
+  return r.rows.map(rowToObservation);
+}
+
+export function rowToObservation(o: any): Observation {
+  return { operation_id: o.operation_id, observed_at: o.observed_at, result: o.result, detail: o.detail ?? {} };
 }

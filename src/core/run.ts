@@ -2,8 +2,8 @@ import { UNRESOLVED_STATES, type Operation, type Provider } from '../types.js';
 import { claimForRun, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { limitConcurrency } from './ratelimit.js';
-import { decisionWriter, historiesOf, planDecision } from './apply.js';
-import { decisionJson, evaluate, expireLease, retryAuthorised, safeLookup, type DecisionJson } from './reconcile.js';
+import { decisionWriter, historiesOf } from './apply.js';
+import { decisionJson, evaluate, reconcileOne, type DecisionJson } from './reconcile.js';
 import { listOperations } from './repo.js';
 
 export interface RunOptions {
@@ -86,12 +86,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
           if (o.dryRun) {
             count(summary, await limited(() => dryDecision(ctx, provider, claimed)));
           } else {
-            const op = claimed.state === 'submitting' ? await expireLease(ctx, claimed, owner) : claimed;
-            const lookup = await limited(() => safeLookup(provider, op));
-            const plan = planDecision(ctx, provider, op, lookup, histories!.get(op.id)!);
-            const applied = await write(plan);
-            if (!applied.ok) throw applied.error;
-            count(summary, plan.decision.decision === 'retry' ? await limited(() => retryAuthorised(ctx, provider, op, applied.json, owner)) : applied.json);
+            count(summary, await reconcileOne(ctx, provider, claimed, { owner, history: histories!.get(claimed.id)!, write, limited }));
           }
         } catch (err) {
           summary.errors.push({ id: claimed.id, error: (err as Error).message });

@@ -105,33 +105,60 @@ export async function linkTransaction(
   t: ProviderTxn,
   how: { via: LinkedVia; by: string; at: Date },
 ): Promise<{ linked: boolean; existingOperation: string | null }> {
-  const r = await tx.query<{ operation_id: string }>(
+  return (await linkTransactions(tx, [{ provider, operationId, txn: t }], how))[0]!;
+}
+
+/**
+ * linkTransaction for many at once: two statements whatever their number (the second only when
+ * some were already linked elsewhere). One statement cannot insert the same (provider, provider_id)
+ * twice: callers pass each at most once.
+ */
+export async function linkTransactions(
+  tx: Queryable,
+  links: { provider: string; operationId: string; txn: ProviderTxn }[],
+  how: { via: LinkedVia; by: string; at: Date },
+): Promise<{ linked: boolean; existingOperation: string | null }[]> {
+  if (links.length === 0) return [];
+  const key = (provider: string, id: string) => `${provider}\u0000${id}`;
+  const r = await tx.query<{ provider: string; provider_id: string }>(
     `INSERT INTO recon.provider_transactions
        (provider, provider_id, operation_id, status, state, amount, currency, linked_via, linked_at, linked_by, created)
-     VALUES ($1, $2, $3, $4, $5, $6::bigint, $7, $8, $9::timestamptz, $10, $11::timestamptz)
+     SELECT provider, provider_id, operation_id, status, state, amount, currency, $8, $9::timestamptz, $10, created
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $11::timestamptz[])
+            AS u(provider, provider_id, operation_id, status, state, amount, currency, created)
      ON CONFLICT (provider, provider_id) DO UPDATE SET status = EXCLUDED.status, state = EXCLUDED.state
        WHERE recon.provider_transactions.operation_id = EXCLUDED.operation_id
-     RETURNING operation_id`,
+     RETURNING provider, provider_id`,
     [
-      provider,
-      t.provider_id,
-      operationId,
-      t.status,
-      t.state,
-      t.amount,
-      t.currency,
+      links.map((l) => l.provider),
+      links.map((l) => l.txn.provider_id),
+      links.map((l) => l.operationId),
+      links.map((l) => l.txn.status),
+      links.map((l) => l.txn.state),
+      links.map((l) => l.txn.amount),
+      links.map((l) => l.txn.currency),
       how.via,
       how.at.toISOString(),
       how.by,
-      t.created ? t.created.toISOString() : null,
+      links.map((l) => (l.txn.created ? l.txn.created.toISOString() : null)),
     ],
   );
-  if (r.rows.length) return { linked: true, existingOperation: null };
-  const other = await tx.query<{ operation_id: string }>(
-    'SELECT operation_id FROM recon.provider_transactions WHERE provider = $1 AND provider_id = $2',
-    [provider, t.provider_id],
+  const linked = new Set(r.rows.map((row) => key(row.provider, row.provider_id)));
+  const refused = links.filter((l) => !linked.has(key(l.provider, l.txn.provider_id)));
+  const ownerOf = new Map<string, string>();
+  if (refused.length) {
+    const owners = await tx.query<{ provider: string; provider_id: string; operation_id: string }>(
+      `SELECT p.provider, p.provider_id, p.operation_id FROM recon.provider_transactions p
+         JOIN unnest($1::text[], $2::text[]) AS u(provider, provider_id) USING (provider, provider_id)`,
+      [refused.map((l) => l.provider), refused.map((l) => l.txn.provider_id)],
+    );
+    for (const o of owners.rows) ownerOf.set(key(o.provider, o.provider_id), o.operation_id);
+  }
+  return links.map((l) =>
+    linked.has(key(l.provider, l.txn.provider_id))
+      ? { linked: true, existingOperation: null }
+      : { linked: false, existingOperation: ownerOf.get(key(l.provider, l.txn.provider_id)) ?? null },
   );
-  return { linked: false, existingOperation: other.rows[0]?.operation_id ?? null };
 }
 
 export async function recordObservation(
@@ -139,9 +166,28 @@ export async function recordObservation(
   operationId: string,
   o: { at: Date; result: ObservationResult; detail: Record<string, unknown> },
 ): Promise<void> {
+  await recordObservations(tx, [{ operationId, ...o }]);
+}
+
+/**
+ * Observations (the evidence the rule reads), and each operation's last_checked_at with them:
+ * a pass of `recon run` does not claim what was looked up after it began (claimForRun).
+ */
+export async function recordObservations(
+  tx: Queryable,
+  rows: { operationId: string; at: Date; result: ObservationResult; detail: Record<string, unknown> }[],
+): Promise<void> {
+  if (rows.length === 0) return;
+  const params = [rows.map((r) => r.operationId), rows.map((r) => r.at.toISOString()), rows.map((r) => r.result), rows.map((r) => JSON.stringify(r.detail))];
   await tx.query(
-    'INSERT INTO recon.observations (operation_id, observed_at, result, detail) VALUES ($1, $2::timestamptz, $3, $4::jsonb)',
-    [operationId, o.at.toISOString(), o.result, JSON.stringify(o.detail)],
+    `INSERT INTO recon.observations (operation_id, observed_at, result, detail)
+     SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::jsonb[])`,
+    params,
   );
-  await tx.query('UPDATE recon.operations SET last_checked_at = greatest(last_checked_at, $2::timestamptz) WHERE id = $1', [operationId, o.at.toISOString()]);
+  await tx.query(
+    `UPDATE recon.operations o SET last_checked_at = greatest(o.last_checked_at, u.at)
+       FROM (SELECT id, max(at) AS at FROM unnest($1::text[], $2::timestamptz[]) AS x(id, at) GROUP BY id) u
+      WHERE o.id = u.id`,
+    params.slice(0, 2),
+  );
 }
