@@ -11,9 +11,14 @@ function version(): string {
 
 export function buildProgram(): Command {
   const program = new Command('recon')
-    .description('Reconcile side effects whose outcome is unknown: find out what the provider did, finish it exactly once.')
+    .description(
+      'Reconcile side effects whose outcome is unknown: find out what the provider did, finish it exactly once.',
+    )
     .version(version(), '-V, --version')
-    .option('--db <url>', 'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, pglite:.recon/db)')
+    .option(
+      '--db <url>',
+      'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, pglite:.recon/db)',
+    )
     .option('--config <file>', 'config file (default: RECON_CONFIG, else ./recon.config.json)')
     .option('--json', 'machine output: one JSON document on stdout', false)
     .option('--no-color', 'no colours (also NO_COLOR)')
@@ -74,7 +79,10 @@ export async function main(argv: string[]): Promise<void> {
     process.stderr.write(`recon: ${message}\n`);
     if (err instanceof UsageError) process.stderr.write('(run with --help for usage)\n');
     if (process.env.DEBUG && err instanceof Error && err.stack) process.stderr.write(redact(err.stack) + '\n');
-    if (json) process.stdout.write(JSON.stringify({ error: { message, exit_code: code, type: err instanceof Error ? err.name : 'Error' } }) + '\n');
+    if (json)
+      process.stdout.write(
+        JSON.stringify({ error: { message, exit_code: code, type: err instanceof Error ? err.name : 'Error' } }) + '\n',
+      );
     process.exitCode = code;
   }
 }

@@ -15,16 +15,23 @@ export function register(program: Command): void {
     .argument('<txn>', 'provider transaction id (e.g. re_…)')
     .option('--force', 'attach even if amount, currency or operation metadata disagree (needs --reason)')
     .option('--reason <text>', 'why, for the audit trail (required with --force)')
-    .addHelpText('after', '\nAsks for confirmation on a terminal unless --yes; without a terminal, --yes is required.\n\nExample:\n  $ recon attach refund:ord_1042 re_3Nx… --yes')
+    .addHelpText(
+      'after',
+      '\nAsks for confirmation on a terminal unless --yes; without a terminal, --yes is required.\n\nExample:\n  $ recon attach refund:ord_1042 re_3Nx… --yes',
+    )
     .action(
       action<{ force?: boolean; reason?: string }>(async ([rawId, txnId], opts, deps) => {
-        if (opts.force && !opts.reason) throw new UsageError('--reason: required with --force (it goes into the audit trail)');
+        if (opts.force && !opts.reason)
+          throw new UsageError('--reason: required with --force (it goes into the audit trail)');
         const core = await deps.core();
         const op = await getOperation(core.db, validateId(rawId));
         const provider = await deps.provider(op.provider);
         const check = await checkAttach(core, provider, op.id, txnId);
         if (check.problems.length && !opts.force) {
-          throw new RefusedError(`${txnId} does not match ${op.id}: ${check.problems.join('; ')}; use --force --reason TEXT to attach anyway`, 'attach.mismatch');
+          throw new RefusedError(
+            `${txnId} does not match ${op.id}: ${check.problems.join('; ')}; use --force --reason TEXT to attach anyway`,
+            'attach.mismatch',
+          );
         }
         const question = `Attach ${txnId} (${check.txn.status}, ${check.txn.amount ?? '?'} ${check.txn.currency ?? ''}) to ${op.id} and mark it ${check.to}?`;
         if (!(await deps.confirm(question))) {

@@ -19,7 +19,9 @@ export interface DuplicatesOptions {
 export function register(audit: Command): void {
   audit
     .command('duplicates')
-    .description('find provider-side duplicates: several transactions for one operation or client reference, same-charge same-amount refunds close in time')
+    .description(
+      'find provider-side duplicates: several transactions for one operation or client reference, same-charge same-amount refunds close in time',
+    )
     .option('--provider <name>', 'only this provider (default: every provider that can list its ledger)')
     .option('--since <duration|date>', 'scan transactions created since (e.g. 365d, 2026-01-01)')
     .option('--until <date>', 'scan transactions created until')
@@ -47,7 +49,9 @@ export async function runDuplicates(o: DuplicatesOptions, deps: Deps): Promise<n
   const until = o.until ? parseSinceOrDate(o.until, '--until', now) : undefined;
   // An inverted range reads nothing, yet would still be stored as scanned and skipped by the next incremental audit.
   if (since && until && since.getTime() > until.getTime()) {
-    throw new UsageError(`--since ${since.toISOString()} is after --until ${until.toISOString()}; give the earlier date to --since`);
+    throw new UsageError(
+      `--since ${since.toISOString()} is after --until ${until.toISOString()}; give the earlier date to --since`,
+    );
   }
   const windowMs = parseDuration(o.window, '--window');
   const config = await deps.config();
@@ -66,7 +70,9 @@ export async function runDuplicates(o: DuplicatesOptions, deps: Deps): Promise<n
         since,
         until,
         full: o.full,
-        onPage: progress ? (p) => deps.io.err.write(`\r  ${p.provider}: page ${p.page}, ${p.transactions} transactions scanned`) : undefined,
+        onPage: progress
+          ? (p) => deps.io.err.write(`\r  ${p.provider}: page ${p.page}, ${p.transactions} transactions scanned`)
+          : undefined,
       }),
     );
     if (progress) deps.io.err.write('\r\x1b[K');
@@ -78,7 +84,20 @@ export async function runDuplicates(o: DuplicatesOptions, deps: Deps): Promise<n
   return duplicates.length ? 8 : 0;
 }
 
-const CSV_HEAD = ['provider', 'kind', 'key', 'provider_id', 'amount', 'currency', 'status', 'created', 'operation_id', 'client_reference', 'recon_operation', 'recon_state'];
+const CSV_HEAD = [
+  'provider',
+  'kind',
+  'key',
+  'provider_id',
+  'amount',
+  'currency',
+  'status',
+  'created',
+  'operation_id',
+  'client_reference',
+  'recon_operation',
+  'recon_state',
+];
 
 function csvCell(v: unknown): string {
   const s = v === null || v === undefined ? '' : String(v);
@@ -89,7 +108,24 @@ export function toCsv(duplicates: Duplicate[]): string {
   const rows = [CSV_HEAD.join(',')];
   for (const d of duplicates) {
     for (const t of d.transactions) {
-      rows.push([d.provider, d.kind, d.key, t.provider_id, t.amount, t.currency, t.status, t.created, t.operation_id, t.client_reference, t.recon_operation, t.recon_state].map(csvCell).join(','));
+      rows.push(
+        [
+          d.provider,
+          d.kind,
+          d.key,
+          t.provider_id,
+          t.amount,
+          t.currency,
+          t.status,
+          t.created,
+          t.operation_id,
+          t.client_reference,
+          t.recon_operation,
+          t.recon_state,
+        ]
+          .map(csvCell)
+          .join(','),
+      );
     }
   }
   return rows.join('\n');
@@ -97,7 +133,10 @@ export function toCsv(duplicates: Duplicate[]): string {
 
 async function render(deps: Deps, duplicates: Duplicate[], scans: DuplicateScan[]): Promise<void> {
   for (const s of scans) {
-    info(deps.io, `${s.provider}: read ${s.transactions} transaction(s) in ${s.pages} page(s)${s.incremental ? ' (new since the last audit)' : ''}${s.since ? ` since ${s.since}` : ''}`);
+    info(
+      deps.io,
+      `${s.provider}: read ${s.transactions} transaction(s) in ${s.pages} page(s)${s.incremental ? ' (new since the last audit)' : ''}${s.since ? ` since ${s.since}` : ''}`,
+    );
   }
   if (!duplicates.length) return info(deps.io, 'no duplicates found');
   println(
@@ -105,7 +144,14 @@ async function render(deps: Deps, duplicates: Duplicate[], scans: DuplicateScan[
     await renderTable(
       deps.io,
       ['provider', 'kind', 'key', 'transactions', 'total', 'recon knows'],
-      duplicates.map((d) => [d.provider, d.kind, d.key, d.transactions.map((t) => t.provider_id).join('\n'), `${d.amount_total} ${d.currency ?? ''}`.trim(), d.recon_knows ? 'yes' : 'no']),
+      duplicates.map((d) => [
+        d.provider,
+        d.kind,
+        d.key,
+        d.transactions.map((t) => t.provider_id).join('\n'),
+        `${d.amount_total} ${d.currency ?? ''}`.trim(),
+        d.recon_knows ? 'yes' : 'no',
+      ]),
     ),
   );
   info(deps.io, `${duplicates.length} duplicate group(s) found`);

@@ -15,9 +15,26 @@ export function register(audit: Command): void {
         const core = await deps.core();
         const report = await verifyChains(core.db, { operationId: opts.operation });
         if (deps.globals.json) printJson(deps.io, report);
-        else if (report.ok) info(deps.io, `audit trail intact: ${report.operations_checked} operation(s), ${report.events_checked} event(s) verified`);
+        else if (report.ok)
+          info(
+            deps.io,
+            `audit trail intact: ${report.operations_checked} operation(s), ${report.events_checked} event(s) verified`,
+          );
         else {
-          println(deps.io, await renderTable(deps.io, ['operation', 'seq', 'problem', 'expected', 'found'], report.broken.map((b) => [b.operation_id, b.seq, b.problem, b.expected.slice(0, 16), b.found.slice(0, 16)])));
+          println(
+            deps.io,
+            await renderTable(
+              deps.io,
+              ['operation', 'seq', 'problem', 'expected', 'found'],
+              report.broken.map((b) => [
+                b.operation_id,
+                b.seq,
+                b.problem,
+                b.expected.slice(0, 16),
+                b.found.slice(0, 16),
+              ]),
+            ),
+          );
           info(deps.io, `${report.broken.length} broken chain(s) among ${report.operations_checked} operation(s)`);
         }
         return report.ok ? 0 : 4;

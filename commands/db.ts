@@ -15,8 +15,14 @@ export function register(program: Command): void {
         const store = await deps.store({ autoMigrate: false, requireCurrent: false });
         const { migrate } = await import('../src/store/migrate.js');
         const r = await migrate(store);
-        if (deps.globals.json) return printJson(deps.io, { store: store.displayUrl, applied: r.applied, version: r.version });
-        info(deps.io, r.applied.length ? `applied migrations ${r.applied.join(', ')}; schema version ${r.version}` : `schema is up to date (version ${r.version})`);
+        if (deps.globals.json)
+          return printJson(deps.io, { store: store.displayUrl, applied: r.applied, version: r.version });
+        info(
+          deps.io,
+          r.applied.length
+            ? `applied migrations ${r.applied.join(', ')}; schema version ${r.version}`
+            : `schema is up to date (version ${r.version})`,
+        );
       }),
     );
   db.command('status')
@@ -27,15 +33,40 @@ export function register(program: Command): void {
         const store = await deps.store({ requireCurrent: false });
         const { schemaStatus } = await import('../src/store/migrate.js');
         const status = await schemaStatus(store);
-        const counts = await store.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM recon.operations GROUP BY state ORDER BY state');
+        const counts = await store.query<{ state: string; n: number }>(
+          'SELECT state, count(*)::int AS n FROM recon.operations GROUP BY state ORDER BY state',
+        );
         const events = await store.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_events');
         const byState = Object.fromEntries(counts.rows.map((r) => [r.state, Number(r.n)]));
         const total = Object.values(byState).reduce((a, b) => a + b, 0);
-        const doc = { store: store.displayUrl, backend: store.kind, schema_version: status.version, latest_version: status.latest, pending_migrations: status.pending, operations: total, by_state: byState, audit_events: Number(events.rows[0].n) };
+        const doc = {
+          store: store.displayUrl,
+          backend: store.kind,
+          schema_version: status.version,
+          latest_version: status.latest,
+          pending_migrations: status.pending,
+          operations: total,
+          by_state: byState,
+          audit_events: Number(events.rows[0].n),
+        };
         if (deps.globals.json) return printJson(deps.io, doc);
         println(deps.io, `store           ${doc.store} (${doc.backend})`);
-        println(deps.io, `schema version  ${doc.schema_version} (latest ${doc.latest_version}${doc.pending_migrations.length ? `, pending ${doc.pending_migrations.join(', ')}` : ''})`);
-        println(deps.io, `operations      ${total}${total ? '  (' + Object.entries(byState).map(([s, n]) => `${s} ${n}`).join(', ') + ')' : ''}`);
+        println(
+          deps.io,
+          `schema version  ${doc.schema_version} (latest ${doc.latest_version}${doc.pending_migrations.length ? `, pending ${doc.pending_migrations.join(', ')}` : ''})`,
+        );
+        println(
+          deps.io,
+          `operations      ${total}${
+            total
+              ? '  (' +
+                Object.entries(byState)
+                  .map(([s, n]) => `${s} ${n}`)
+                  .join(', ') +
+                ')'
+              : ''
+          }`,
+        );
         println(deps.io, `audit events    ${doc.audit_events}`);
       }),
     );

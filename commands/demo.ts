@@ -34,14 +34,21 @@ export async function runDemo(deps: Deps): Promise<number> {
   const s = await styleFor(deps.io);
   const listener: DemoListener = json ? { onStep: () => {}, onTable: () => {} } : humanListener(deps, s);
   if (!json) {
-    println(deps.io, s.bold('recon demo') + s.dim(' — incidents of SPEC §8 against in-process sandboxes, on a throw-away in-memory store'));
+    println(
+      deps.io,
+      s.bold('recon demo') +
+        s.dim(' — incidents of SPEC §8 against in-process sandboxes, on a throw-away in-memory store'),
+    );
   }
   const report = await playDemo(listener);
   const checks = report.incidents.flatMap((i) => i.checks);
   const failed = checks.filter((c) => !c.ok).length;
   if (json) printJson(deps.io, report);
   else println(deps.io, '\n' + summaryLine(report, checks.length, failed, s));
-  if (failed > 0) deps.io.err.write(`recon demo: ${failed} of ${checks.length} checks failed; that is a bug in recon, please report it\n`);
+  if (failed > 0)
+    deps.io.err.write(
+      `recon demo: ${failed} of ${checks.length} checks failed; that is a bug in recon, please report it\n`,
+    );
   return report.ok ? 0 : 1;
 }
 
@@ -64,7 +71,12 @@ function humanListener(deps: Deps, s: Style): DemoListener {
       await renderDemoTable(deps, t, s);
     },
     onCheck(incident: number, c: Check) {
-      if (!c.ok) out(s.red(`    ✗ [${incident}] ${c.name}: expected ${JSON.stringify(c.expected)}, got ${JSON.stringify(c.actual)}`));
+      if (!c.ok)
+        out(
+          s.red(
+            `    ✗ [${incident}] ${c.name}: expected ${JSON.stringify(c.expected)}, got ${JSON.stringify(c.actual)}`,
+          ),
+        );
     },
   };
 }
@@ -76,8 +88,18 @@ async function renderDemoTable(deps: Deps, t: DemoTable, s: Style): Promise<void
       return out(await renderOperations(deps.io, t.operations, t.now));
     case 'run': {
       const r = t.summary;
-      out(await renderTable(deps.io, ['operation', 'decision', 'rule', 'state', 'why'], r.decisions.map((d) => [d.id, d.decision, d.rule, s.state(d.state), d.explanation])));
-      out(s.dim(`claimed ${r.claimed}: confirmed ${r.confirmed}, retried ${r.retried}, escalated ${r.escalated}, waiting ${r.waiting}, unavailable ${r.unavailable}`));
+      out(
+        await renderTable(
+          deps.io,
+          ['operation', 'decision', 'rule', 'state', 'why'],
+          r.decisions.map((d) => [d.id, d.decision, d.rule, s.state(d.state), d.explanation]),
+        ),
+      );
+      out(
+        s.dim(
+          `claimed ${r.claimed}: confirmed ${r.confirmed}, retried ${r.retried}, escalated ${r.escalated}, waiting ${r.waiting}, unavailable ${r.unavailable}`,
+        ),
+      );
       return;
     }
     case 'show':
@@ -87,7 +109,14 @@ async function renderDemoTable(deps: Deps, t: DemoTable, s: Style): Promise<void
         await renderTable(
           deps.io,
           ['provider', 'kind', 'key', 'transactions', 'total', 'recon knows'],
-          t.duplicates.map((d) => [d.provider, d.kind, d.key, d.transactions.map((x) => x.provider_id).join(' '), `${d.amount_total} ${d.currency ?? ''}`.trim(), d.recon_knows ? 'yes' : 'no']),
+          t.duplicates.map((d) => [
+            d.provider,
+            d.kind,
+            d.key,
+            d.transactions.map((x) => x.provider_id).join(' '),
+            `${d.amount_total} ${d.currency ?? ''}`.trim(),
+            d.recon_knows ? 'yes' : 'no',
+          ]),
         ),
       );
   }
@@ -95,7 +124,17 @@ async function renderDemoTable(deps: Deps, t: DemoTable, s: Style): Promise<void
 
 function summaryLine(report: DemoReport, total: number, failed: number, s: Style): string {
   const seconds = (report.duration_ms / 1000).toFixed(1);
-  const ledger = report.incidents.map((i) => `[${i.number}] ${Object.entries(i.ledger).map(([k, v]) => `${k} ${v}`).join(', ')}`).join('  ');
-  const head = failed === 0 ? s.green(`✓ all ${total} checks passed in ${seconds}s`) : s.red(`✗ ${failed} of ${total} checks failed (${seconds}s)`);
+  const ledger = report.incidents
+    .map(
+      (i) =>
+        `[${i.number}] ${Object.entries(i.ledger)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')}`,
+    )
+    .join('  ');
+  const head =
+    failed === 0
+      ? s.green(`✓ all ${total} checks passed in ${seconds}s`)
+      : s.red(`✗ ${failed} of ${total} checks failed (${seconds}s)`);
   return `${head}\n  provider ledgers: ${ledger}\n  the store was in memory and is gone; nothing was written to disk`;
 }

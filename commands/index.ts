@@ -26,7 +26,10 @@ export function registerAll(program: Command): void {
   const ops = program
     .command('ops')
     .description('record, approve, submit, list and show operations')
-    .addHelpText('after', '\nExamples:\n  $ recon ops record ops.ndjson\n  $ recon ops list --unresolved\n  $ recon ops show refund:ord_1042');
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ recon ops record ops.ndjson\n  $ recon ops list --unresolved\n  $ recon ops show refund:ord_1042',
+    );
   opsRecord.register(ops);
   opsApprove.register(ops);
   opsSubmit.register(ops);
@@ -45,7 +48,10 @@ export function registerAll(program: Command): void {
   const audit = program
     .command('audit')
     .description('the audit trail and provider-side duplicate audits')
-    .addHelpText('after', '\nExamples:\n  $ recon audit verify\n  $ recon audit duplicates --provider stripe --since 30d --csv');
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ recon audit verify\n  $ recon audit duplicates --provider stripe --since 30d --csv',
+    );
   auditDuplicates.register(audit);
   auditVerify.register(audit);
 }

@@ -8,7 +8,8 @@ import { info, printJson } from './support/io.js';
 export const CONFIG_TEMPLATE = {
   '//': 'recon configuration. Durations: 500ms, 30s, 10m, 24h, 7d. ${VAR} is read from the environment; secrets never go in this file.',
   db: 'pglite:.recon/db',
-  '// db': 'the store: pglite:PATH (embedded, one process at a time), memory:, or postgres://user@host/db for several workers',
+  '// db':
+    'the store: pglite:PATH (embedded, one process at a time), memory:, or postgres://user@host/db for several workers',
   providers: {
     stripe: {
       '//': 'refunds through the official Stripe SDK; apiBase may point at a local sandbox (recon sandbox stripe)',
@@ -47,12 +48,25 @@ export function register(program: Command): void {
         // The store is the one every other command will use (SPEC §5): an existing config's `db` counts.
         const explicit = deps.globals.db || deps.env.RECON_DB || deps.env.DATABASE_URL;
         const configDb = explicit ? undefined : wrote ? CONFIG_TEMPLATE.db : (await deps.config()).db;
-        const db = await openStore(resolveStoreUrl({ flag: deps.globals.db, env: deps.env, configDb }), { autoMigrate: false, requireCurrent: false });
+        const db = await openStore(resolveStoreUrl({ flag: deps.globals.db, env: deps.env, configDb }), {
+          autoMigrate: false,
+          requireCurrent: false,
+        });
         try {
           const r = await migrate(db);
-          if (deps.globals.json) return printJson(deps.io, { config: file, config_written: wrote, store: db.displayUrl, schema_version: r.version, applied: r.applied });
+          if (deps.globals.json)
+            return printJson(deps.io, {
+              config: file,
+              config_written: wrote,
+              store: db.displayUrl,
+              schema_version: r.version,
+              applied: r.applied,
+            });
           info(deps.io, wrote ? `wrote ${file}` : `${file} exists; left unchanged`);
-          info(deps.io, `store ${db.displayUrl}: schema version ${r.version}${r.applied.length ? ` (applied ${r.applied.join(', ')})` : ''}`);
+          info(
+            deps.io,
+            `store ${db.displayUrl}: schema version ${r.version}${r.applied.length ? ` (applied ${r.applied.join(', ')})` : ''}`,
+          );
         } finally {
           await db.close();
         }

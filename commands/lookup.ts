@@ -38,14 +38,30 @@ Examples:
 }
 
 export async function runLookup(id: string | undefined, o: LookupOptions, deps: Deps): Promise<number | void> {
-  if (id && (o.key || o.clientRef)) throw new UsageError('give an operation ID, or --key/--client-ref with --provider, not both');
+  if (id && (o.key || o.clientRef))
+    throw new UsageError('give an operation ID, or --key/--client-ref with --provider, not both');
   if (!id) {
-    if (!o.key && !o.clientRef) throw new UsageError('give an operation ID, or --key K / --client-ref R with --provider P');
+    if (!o.key && !o.clientRef)
+      throw new UsageError('give an operation ID, or --key K / --client-ref R with --provider P');
     if (!o.provider) throw new UsageError('--provider: required with --key or --client-ref');
     const provider = await deps.provider(o.provider);
     const since = o.since ? parseSinceOrDate(o.since, '--since', deps.now()) : undefined;
-    const lookup = await provider.lookup({ idempotency_key: o.key, operation_id: o.key, client_reference: o.clientRef, since });
-    if (deps.globals.json) return printJson(deps.io, { query: { key: o.key ?? null, client_reference: o.clientRef ?? null, provider: o.provider, since: since?.toISOString() ?? null }, ...lookupDetail(lookup) });
+    const lookup = await provider.lookup({
+      idempotency_key: o.key,
+      operation_id: o.key,
+      client_reference: o.clientRef,
+      since,
+    });
+    if (deps.globals.json)
+      return printJson(deps.io, {
+        query: {
+          key: o.key ?? null,
+          client_reference: o.clientRef ?? null,
+          provider: o.provider,
+          since: since?.toISOString() ?? null,
+        },
+        ...lookupDetail(lookup),
+      });
     await renderLookup(deps, lookup);
     return lookup.result === 'unavailable' ? 5 : 0;
   }
@@ -54,13 +70,26 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
   const provider = await deps.provider(op.provider);
   const { lookup, decision } = await evaluate(core, provider, op);
   // Read-only at the provider; recon records what it saw, as evidence for the rule.
-  await core.db.transaction(async (tx) => {
-    await recordObservation(tx, op.id, { at: core.now(), result: lookup.result, detail: lookupDetail(lookup) });
-    await note(tx, op.id, { actor: core.actor, now: core.now(), kind: 'lookup', rule: null, detail: { ...lookupDetail(lookup), would: decision.rule } });
-  }).catch((err) => {
-    if ((err as Error).name !== 'NotFoundError') throw err;
-  });
-  const conclusion = { decision: decision.decision, rule: decision.rule, state: decision.state, explanation: decision.explanation };
+  await core.db
+    .transaction(async (tx) => {
+      await recordObservation(tx, op.id, { at: core.now(), result: lookup.result, detail: lookupDetail(lookup) });
+      await note(tx, op.id, {
+        actor: core.actor,
+        now: core.now(),
+        kind: 'lookup',
+        rule: null,
+        detail: { ...lookupDetail(lookup), would: decision.rule },
+      });
+    })
+    .catch((err) => {
+      if ((err as Error).name !== 'NotFoundError') throw err;
+    });
+  const conclusion = {
+    decision: decision.decision,
+    rule: decision.rule,
+    state: decision.state,
+    explanation: decision.explanation,
+  };
   if (deps.globals.json) return printJson(deps.io, { id: op.id, state: op.state, ...lookupDetail(lookup), conclusion });
   await renderLookup(deps, lookup);
   info(deps.io, `recon would conclude: ${decision.decision} (${decision.rule}): ${decision.explanation}`);
@@ -68,8 +97,21 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
 }
 
 async function renderLookup(deps: Deps, l: LookupResult): Promise<void> {
-  const rows = (list: ProviderTxn[], kind: string) => list.map((t) => [kind, t.provider_id, t.status, `${t.amount ?? ''} ${t.currency ?? ''}`.trim(), t.operation_id ?? '', t.client_reference ?? '', t.created?.toISOString() ?? '']);
+  const rows = (list: ProviderTxn[], kind: string) =>
+    list.map((t) => [
+      kind,
+      t.provider_id,
+      t.status,
+      `${t.amount ?? ''} ${t.currency ?? ''}`.trim(),
+      t.operation_id ?? '',
+      t.client_reference ?? '',
+      t.created?.toISOString() ?? '',
+    ]);
   const all = [...rows(l.matches, 'match'), ...rows(l.candidates, 'candidate (no recon metadata)')];
-  if (all.length) println(deps.io, await renderTable(deps.io, ['', 'provider id', 'status', 'amount', 'operation', 'client ref', 'created'], all));
+  if (all.length)
+    println(
+      deps.io,
+      await renderTable(deps.io, ['', 'provider id', 'status', 'amount', 'operation', 'client ref', 'created'], all),
+    );
   info(deps.io, `lookup: ${l.result}${l.error ? ` (${l.error})` : ''}`);
 }

@@ -29,7 +29,10 @@ export function register(ops: Command): void {
     .option('--older-than <duration>', 'only operations created longer ago than this (e.g. 10m, 24h)')
     .option('--client-ref <ref>', 'only this client reference')
     .option('--limit <n>', 'at most N operations', parsePositiveInt('--limit'), 50)
-    .addHelpText('after', '\nExamples:\n  $ recon ops list --unresolved\n  $ recon ops list --state needs_review,outcome_unknown --older-than 1h --json')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ recon ops list --unresolved\n  $ recon ops list --state needs_review,outcome_unknown --older-than 1h --json',
+    )
     .action(action<ListOptions>(async (_args, opts, deps) => runList(opts, deps)));
 }
 
@@ -37,7 +40,10 @@ export function parseStates(text: string | undefined, unresolved: boolean | unde
   let states: State[] | undefined;
   if (text !== undefined) {
     states = [];
-    for (const s of text.split(',').map((x) => x.trim()).filter(Boolean)) {
+    for (const s of text
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean)) {
       if (!isState(s)) throw new UsageError(`--state: unknown state "${s}"; use one of ${STATES.join(', ')}`);
       states.push(s);
     }
@@ -52,7 +58,16 @@ export async function runList(o: ListOptions, deps: Deps): Promise<void> {
   const now = deps.now();
   const createdBefore = o.olderThan ? new Date(now.getTime() - parseDuration(o.olderThan, '--older-than')) : undefined;
   const core = await deps.core();
-  const ops = states && states.length === 0 ? [] : await listOperations(core.db, { states, provider: o.provider, createdBefore, clientReference: o.clientRef, limit: o.limit });
+  const ops =
+    states && states.length === 0
+      ? []
+      : await listOperations(core.db, {
+          states,
+          provider: o.provider,
+          createdBefore,
+          clientReference: o.clientRef,
+          limit: o.limit,
+        });
   const json = await operationsJson(core.db, ops);
   if (deps.globals.json) return printJson(deps.io, { operations: json });
   if (!json.length) return info(deps.io, 'no operations match');
@@ -73,5 +88,9 @@ export async function renderOperations(io: IO, json: OperationJson[], now: Date)
     op.provider_txn_ids.join(' '),
     op.review_reason ?? '',
   ]);
-  return renderTable(io, ['id', 'provider', 'action', 'state', 'amount', 'attempts', 'age', 'provider txn', 'review'], rows);
+  return renderTable(
+    io,
+    ['id', 'provider', 'action', 'state', 'amount', 'attempts', 'age', 'provider txn', 'review'],
+    rows,
+  );
 }

@@ -64,7 +64,17 @@ async function render(deps: Deps, recorded: RecordedOperation[]): Promise<void> 
   const created = recorded.filter((r) => r.created).length;
   if (recorded.length <= 50) {
     const s = await styleFor(deps.io);
-    println(deps.io, await renderTable(deps.io, ['id', 'state', 'created'], recorded.map((r) => [r.id, s.state(r.state), r.created ? 'yes' : 'no (existing)'])));
+    println(
+      deps.io,
+      await renderTable(
+        deps.io,
+        ['id', 'state', 'created'],
+        recorded.map((r) => [r.id, s.state(r.state), r.created ? 'yes' : 'no (existing)']),
+      ),
+    );
   }
-  info(deps.io, `recorded ${recorded.length} operation(s): ${created} new, ${recorded.length - created} already recorded`);
+  info(
+    deps.io,
+    `recorded ${recorded.length} operation(s): ${created} new, ${recorded.length - created} already recorded`,
+  );
 }

@@ -11,7 +11,10 @@ export function register(ops: Command): void {
     .command('show')
     .description('one operation: record, attempts, provider transactions, observations and the audit timeline')
     .argument('<id>', 'operation id')
-    .addHelpText('after', '\nExample:\n  $ recon ops show refund:ord_1042\n  $ recon ops show refund:ord_1042 --json | jq .events')
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ recon ops show refund:ord_1042\n  $ recon ops show refund:ord_1042 --json | jq .events',
+    )
     .action(
       action(async ([id], _opts, deps) => {
         const core = await deps.core();
@@ -39,7 +42,14 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
       await renderTable(
         deps.io,
         ['provider id', 'status', 'amount', 'linked via', 'by', 'at'],
-        d.provider_transactions.map((t) => [t.provider_id, t.status, `${t.amount ?? ''} ${t.currency ?? ''}`.trim(), t.linked_via, t.linked_by, t.linked_at.toISOString()]),
+        d.provider_transactions.map((t) => [
+          t.provider_id,
+          t.status,
+          `${t.amount ?? ''} ${t.currency ?? ''}`.trim(),
+          t.linked_via,
+          t.linked_by,
+          t.linked_at.toISOString(),
+        ]),
       ),
     );
   }
@@ -50,15 +60,31 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
       await renderTable(
         deps.io,
         ['#', 'key', 'started', 'ended', 'outcome', 'error', 'request id'],
-        d.attempts.map((a) => [a.number, a.idempotency_key, a.started_at.toISOString(), a.ended_at?.toISOString() ?? '(in flight)', a.outcome ?? '', a.error_class ?? '', a.provider_request_id ?? '']),
+        d.attempts.map((a) => [
+          a.number,
+          a.idempotency_key,
+          a.started_at.toISOString(),
+          a.ended_at?.toISOString() ?? '(in flight)',
+          a.outcome ?? '',
+          a.error_class ?? '',
+          a.provider_request_id ?? '',
+        ]),
       ),
     );
   }
   println(deps.io, '\n' + s.bold('Timeline'));
   for (const e of d.events) {
-    const move = e.from_state && e.to_state && e.from_state !== e.to_state ? `${e.from_state} → ${s.state(e.to_state)}` : e.to_state ? s.state(e.to_state) : '';
+    const move =
+      e.from_state && e.to_state && e.from_state !== e.to_state
+        ? `${e.from_state} → ${s.state(e.to_state)}`
+        : e.to_state
+          ? s.state(e.to_state)
+          : '';
     const detail = summarize(e.detail);
-    println(deps.io, `  ${s.dim(e.at.toISOString())}  ${String(e.seq).padStart(3)}  ${e.kind.padEnd(20)} ${move}${e.rule ? s.dim(`  [${e.rule}]`) : ''}  ${s.dim(e.actor)}${detail ? `\n${' '.repeat(31)}${s.dim(detail)}` : ''}`);
+    println(
+      deps.io,
+      `  ${s.dim(e.at.toISOString())}  ${String(e.seq).padStart(3)}  ${e.kind.padEnd(20)} ${move}${e.rule ? s.dim(`  [${e.rule}]`) : ''}  ${s.dim(e.actor)}${detail ? `\n${' '.repeat(31)}${s.dim(detail)}` : ''}`,
+    );
   }
 }
 

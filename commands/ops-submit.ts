@@ -31,12 +31,31 @@ Example:
         const r = await submitOperation(core, provider, id);
         const [json] = await operationsJson(core.db, [r.operation]);
         if (deps.globals.json) {
-          return printJson(deps.io, { ...json, attempt: r.attempt, result: { outcome: r.result.outcome, error_class: r.result.error_class ?? null, http_status: r.result.http_status ?? null, provider_request_id: r.result.provider_request_id ?? null, replayed: r.result.replayed ?? false } });
+          return printJson(deps.io, {
+            ...json,
+            attempt: r.attempt,
+            result: {
+              outcome: r.result.outcome,
+              error_class: r.result.error_class ?? null,
+              http_status: r.result.http_status ?? null,
+              provider_request_id: r.result.provider_request_id ?? null,
+              replayed: r.result.replayed ?? false,
+            },
+          });
         }
         const s = await styleFor(deps.io);
-        const why = r.result.error_class ? ` (${r.result.error_class}${r.result.http_status ? ` ${r.result.http_status}` : ''})` : '';
-        info(deps.io, `${id}: attempt ${r.attempt} → ${s.state(json.state)}${why}${json.provider_txn_ids.length ? `  ${json.provider_txn_ids.join(' ')}` : ''}`);
-        if (json.state === 'outcome_unknown') info(deps.io, `the provider may or may not have done it; find out with: recon lookup ${id}   (or let recon run decide)`);
+        const why = r.result.error_class
+          ? ` (${r.result.error_class}${r.result.http_status ? ` ${r.result.http_status}` : ''})`
+          : '';
+        info(
+          deps.io,
+          `${id}: attempt ${r.attempt} → ${s.state(json.state)}${why}${json.provider_txn_ids.length ? `  ${json.provider_txn_ids.join(' ')}` : ''}`,
+        );
+        if (json.state === 'outcome_unknown')
+          info(
+            deps.io,
+            `the provider may or may not have done it; find out with: recon lookup ${id}   (or let recon run decide)`,
+          );
       }),
     );
 }

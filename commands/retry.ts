@@ -31,10 +31,16 @@ Example:
         const op = await getOperation(core.db, id);
         const provider = await deps.provider(op.provider);
         if (op.state === 'submitting' && op.lease_expires_at && op.lease_expires_at > core.now()) {
-          throw new RefusedError(`operation ${id} has an attempt in flight until ${op.lease_expires_at.toISOString()}`, 'lease_held');
+          throw new RefusedError(
+            `operation ${id} has an attempt in flight until ${op.lease_expires_at.toISOString()}`,
+            'lease_held',
+          );
         }
         if (!['outcome_unknown', 'pending', 'submitting'].includes(op.state)) {
-          throw new RefusedError(`operation ${id} is ${op.state}; only outcome_unknown operations are retried`, 'state_machine');
+          throw new RefusedError(
+            `operation ${id} is ${op.state}; only outcome_unknown operations are retried`,
+            'state_machine',
+          );
         }
         let result;
         if (opts.dryRun) {
@@ -42,8 +48,16 @@ Example:
           result = { ...decisionJson(id, d), dry_run: true };
         } else {
           const owner = newOwnerToken(core.actor);
-          const claimed = await claimOne(core.db, id, { owner, leaseMs: provider.capabilities.leaseMs, now: core.now() });
-          if (!claimed) throw new RefusedError(`operation ${id} is claimed by another worker right now; try again shortly`, 'lease_held');
+          const claimed = await claimOne(core.db, id, {
+            owner,
+            leaseMs: provider.capabilities.leaseMs,
+            now: core.now(),
+          });
+          if (!claimed)
+            throw new RefusedError(
+              `operation ${id} is claimed by another worker right now; try again shortly`,
+              'lease_held',
+            );
           result = await reconcileOne(core, provider, claimed, { owner });
         }
         if (deps.globals.json) printJson(deps.io, result);

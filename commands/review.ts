@@ -15,7 +15,10 @@ export function register(program: Command): void {
   const review = program
     .command('review')
     .description('the human queue: operations in needs_review')
-    .addHelpText('after', '\nExamples:\n  $ recon review list\n  $ recon review resolve refund:ord_1042 --outcome confirmed --txn re_123 --note "one refund at Stripe"');
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ recon review list\n  $ recon review resolve refund:ord_1042 --outcome confirmed --txn re_123 --note "one refund at Stripe"',
+    );
   review
     .command('list')
     .description('operations waiting for a human, oldest first, with the evidence')
@@ -25,12 +28,29 @@ export function register(program: Command): void {
     .action(
       action<{ provider?: string; limit: number }>(async (_a, opts, deps) => {
         const core = await deps.core();
-        const ops = (await listOperations(core.db, { states: ['needs_review'], provider: opts.provider, limit: opts.limit })).reverse();
+        const ops = (
+          await listOperations(core.db, { states: ['needs_review'], provider: opts.provider, limit: opts.limit })
+        ).reverse();
         const json = await operationsJson(core.db, ops);
         if (deps.globals.json) return printJson(deps.io, { operations: json });
         if (!json.length) return info(deps.io, 'nothing needs review');
         const now = deps.now().getTime();
-        println(deps.io, await renderTable(deps.io, ['id', 'provider', 'amount', 'reason', 'assignee', 'waiting', 'provider txns'], json.map((o) => [o.id, o.provider, `${o.amount ?? ''} ${o.currency ?? ''}`.trim(), o.review_reason, o.assignee, formatDuration(now - Date.parse(o.updated_at)), o.provider_txn_ids.join(' ')])));
+        println(
+          deps.io,
+          await renderTable(
+            deps.io,
+            ['id', 'provider', 'amount', 'reason', 'assignee', 'waiting', 'provider txns'],
+            json.map((o) => [
+              o.id,
+              o.provider,
+              `${o.amount ?? ''} ${o.currency ?? ''}`.trim(),
+              o.review_reason,
+              o.assignee,
+              formatDuration(now - Date.parse(o.updated_at)),
+              o.provider_txn_ids.join(' '),
+            ]),
+          ),
+        );
       }),
     );
   review
@@ -40,10 +60,14 @@ export function register(program: Command): void {
     .requiredOption('--outcome <outcome>', `one of ${OUTCOMES.join(', ')}`)
     .option('--txn <txn>', 'the provider transaction that is the real one (fetched and linked)')
     .requiredOption('--note <text>', 'what was decided and why (goes into the audit trail)')
-    .addHelpText('after', '\nExample:\n  $ recon review resolve refund:ord_1042 --outcome confirmed --txn re_123 --note "second refund reversed in dashboard, see FIN-22"')
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ recon review resolve refund:ord_1042 --outcome confirmed --txn re_123 --note "second refund reversed in dashboard, see FIN-22"',
+    )
     .action(
       action<{ outcome: string; txn?: string; note: string }>(async ([rawId], opts, deps) => {
-        if (!OUTCOMES.includes(opts.outcome as ReviewOutcome)) throw new UsageError(`--outcome: "${opts.outcome}" is not one of ${OUTCOMES.join(', ')}`);
+        if (!OUTCOMES.includes(opts.outcome as ReviewOutcome))
+          throw new UsageError(`--outcome: "${opts.outcome}" is not one of ${OUTCOMES.join(', ')}`);
         const core = await deps.core();
         const id = validateId(rawId);
         let txn;
@@ -54,7 +78,12 @@ export function register(program: Command): void {
           txn = await provider.get(opts.txn);
           if (!txn) throw new NotFoundError(`transaction ${opts.txn} not found at provider ${op.provider}`);
         }
-        const op = await resolveReview(core, id, { outcome: opts.outcome as ReviewOutcome, note: opts.note, txn: txn ?? undefined, provider });
+        const op = await resolveReview(core, id, {
+          outcome: opts.outcome as ReviewOutcome,
+          note: opts.note,
+          txn: txn ?? undefined,
+          provider,
+        });
         if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [op]))[0]);
         else info(deps.io, `${op.id}: ${op.state} (by ${core.actor})`);
       }),

@@ -22,7 +22,11 @@ export function register(program: Command): void {
     .description('one reconciliation pass over unresolved operations: look up, decide by the rule, act')
     .option('--provider <name>', 'only this provider')
     .option('--limit <n>', 'at most N operations this pass (default 10000)', parsePositiveInt('--limit'))
-    .option('--concurrency <n>', "lookups in flight per provider (default: the provider's concurrency)", parsePositiveInt('--concurrency'))
+    .option(
+      '--concurrency <n>',
+      "lookups in flight per provider (default: the provider's concurrency)",
+      parsePositiveInt('--concurrency'),
+    )
     .option('--dry-run', 'decide and print, write nothing')
     .option('--metrics-file <path>', 'write Prometheus text metrics here (atomically)')
     .addHelpText(
@@ -75,10 +79,18 @@ async function writeAtomically(file: string, text: string): Promise<void> {
 async function render(deps: Deps, s: RunSummary): Promise<void> {
   const st = await styleFor(deps.io);
   if (s.decisions.length) {
-    println(deps.io, await renderTable(deps.io, ['operation', 'decision', 'rule', 'state', 'why'], s.decisions.map((d) => [d.id, d.decision, d.rule, st.state(d.state), d.explanation])));
+    println(
+      deps.io,
+      await renderTable(
+        deps.io,
+        ['operation', 'decision', 'rule', 'state', 'why'],
+        s.decisions.map((d) => [d.id, d.decision, d.rule, st.state(d.state), d.explanation]),
+      ),
+    );
   }
   for (const e of s.errors) info(deps.io, `error: ${e.id}: ${e.error}`);
   const line = `${s.dry_run ? 'dry run: ' : ''}claimed ${s.claimed}: confirmed ${s.confirmed}, failed ${s.failed}, pending ${s.pending}, retried ${s.retried}, escalated ${s.escalated}, waiting ${s.waiting}, unavailable ${s.unavailable} (${s.duration_ms} ms)`;
   info(deps.io, line);
-  if (s.needs_review_total) info(deps.io, st.red(`${s.needs_review_total} operation(s) need a human: recon review list`));
+  if (s.needs_review_total)
+    info(deps.io, st.red(`${s.needs_review_total} operation(s) need a human: recon review list`));
 }

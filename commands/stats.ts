@@ -13,12 +13,19 @@ export function register(program: Command): void {
     .description('unresolved by state and age, duplicates, time to reconciliation, attempts per operation')
     .option('--since <duration|date>', 'only operations created (or resolved) since, e.g. 7d')
     .option('--format <format>', 'table (default) or prometheus')
-    .addHelpText('after', '\nExamples:\n  $ recon stats --since 7d\n  $ recon stats --format prometheus > /var/lib/node_exporter/recon_stats.prom')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ recon stats --since 7d\n  $ recon stats --format prometheus > /var/lib/node_exporter/recon_stats.prom',
+    )
     .action(
       action<{ since?: string; format?: string }>(async (_a, opts, deps) => {
-        if (opts.format && !['table', 'prometheus'].includes(opts.format)) throw new UsageError(`--format: "${opts.format}" is not one of table, prometheus`);
+        if (opts.format && !['table', 'prometheus'].includes(opts.format))
+          throw new UsageError(`--format: "${opts.format}" is not one of table, prometheus`);
         const core = await deps.core();
-        const s = await computeStats(core.db, { now: deps.now(), since: opts.since ? parseSinceOrDate(opts.since, '--since', deps.now()) : undefined });
+        const s = await computeStats(core.db, {
+          now: deps.now(),
+          since: opts.since ? parseSinceOrDate(opts.since, '--since', deps.now()) : undefined,
+        });
         if (opts.format === 'prometheus') return void deps.io.out.write(statsPrometheus(s));
         if (deps.globals.json) return printJson(deps.io, s);
         await render(deps, s);
@@ -43,8 +50,21 @@ async function render(deps: Deps, s: Stats): Promise<void> {
     println(deps.io, await renderTable(deps.io, ['state', ...AGE_BUCKETS.map(([b]) => b)], rows));
   }
   const t = s.time_to_reconciliation_seconds;
-  println(deps.io, `time to reconciliation: p50 ${secs(t.p50)}  p90 ${secs(t.p90)}  p99 ${secs(t.p99)}  (${t.count} resolved)`);
+  println(
+    deps.io,
+    `time to reconciliation: p50 ${secs(t.p50)}  p90 ${secs(t.p90)}  p99 ${secs(t.p99)}  (${t.count} resolved)`,
+  );
   const a = s.attempts_per_operation;
-  println(deps.io, `attempts per operation: mean ${a.mean === null ? '-' : a.mean.toFixed(2)}  max ${a.max ?? '-'}  (${Object.entries(a.histogram).map(([k, v]) => `${k}: ${v}`).join(', ') || 'none'})`);
-  println(deps.io, `duplicate actions: ${s.duplicate_actions}   ledger duplicate groups: ${s.ledger_duplicate_groups ?? '-'}   escalations: ${s.escalations}`);
+  println(
+    deps.io,
+    `attempts per operation: mean ${a.mean === null ? '-' : a.mean.toFixed(2)}  max ${a.max ?? '-'}  (${
+      Object.entries(a.histogram)
+        .map(([k, v]) => `${k}: ${v}`)
+        .join(', ') || 'none'
+    })`,
+  );
+  println(
+    deps.io,
+    `duplicate actions: ${s.duplicate_actions}   ledger duplicate groups: ${s.ledger_duplicate_groups ?? '-'}   escalations: ${s.escalations}`,
+  );
 }

@@ -11,19 +11,28 @@ export function register(program: Command): void {
   const webhook = program
     .command('webhook')
     .description('ingest provider events: verified, deduplicated, matched to operations')
-    .addHelpText('after', '\nExamples:\n  $ recon webhook ingest event.json --provider stripe --signature "$SIG"\n  $ recon webhook serve --port 8787');
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ recon webhook ingest event.json --provider stripe --signature "$SIG"\n  $ recon webhook serve --port 8787',
+    );
   webhook
     .command('ingest')
     .description('ingest one event from a file or stdin')
     .argument('[file]', 'event JSON file, or - for stdin (default)')
     .requiredOption('--provider <name>', 'the provider that sent it')
     .option('--signature <header>', 'the signature header as received (Stripe-Signature)')
-    .addHelpText('after', '\nAn invalid signature exits 2 and records nothing; a duplicate delivery is recorded as seen and changes nothing.\n\nExample:\n  $ recon webhook ingest event.json --provider stripe --signature "t=1733142000,v1=5257a8…"')
+    .addHelpText(
+      'after',
+      '\nAn invalid signature exits 2 and records nothing; a duplicate delivery is recorded as seen and changes nothing.\n\nExample:\n  $ recon webhook ingest event.json --provider stripe --signature "t=1733142000,v1=5257a8…"',
+    )
     .action(
       action<{ provider: string; signature?: string }>(async ([file], opts, deps) => {
-        const body = !file || file === '-' ? await readAll(deps.io.stdin) : await readFile(file, 'utf8').catch((e) => {
-          throw e.code === 'ENOENT' ? new NotFoundError(`${file}: no such file`) : e;
-        });
+        const body =
+          !file || file === '-'
+            ? await readAll(deps.io.stdin)
+            : await readFile(file, 'utf8').catch((e) => {
+                throw e.code === 'ENOENT' ? new NotFoundError(`${file}: no such file`) : e;
+              });
         const core = await deps.core();
         const provider = await deps.provider(opts.provider);
         const r = await ingestWebhook(core, provider, body, opts.signature);
@@ -37,7 +46,10 @@ export function register(program: Command): void {
     .requiredOption('--port <n>', 'port to listen on', parsePositiveInt('--port'))
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--provider <name>', 'provider for requests to / (default: the only provider with a webhook secret)')
-    .addHelpText('after', '\nResponds 400 to a bad signature, 200 to a duplicate, 200 when applied.\n\nExample:\n  $ recon webhook serve --port 8787 --provider stripe')
+    .addHelpText(
+      'after',
+      '\nResponds 400 to a bad signature, 200 to a duplicate, 200 when applied.\n\nExample:\n  $ recon webhook serve --port 8787 --provider stripe',
+    )
     .action(action<{ port: number; host: string; provider?: string }>(async (_a, opts, deps) => serve(opts, deps)));
 }
 
@@ -50,7 +62,9 @@ function describe(r: IngestResult): string {
 async function serve(opts: { port: number; host: string; provider?: string }, deps: Deps): Promise<void> {
   const core = await deps.core();
   const config = await deps.config();
-  const fallback = opts.provider ?? Object.entries(config.providers).find(([, p]) => (p as { webhookSecret?: string }).webhookSecret)?.[0];
+  const fallback =
+    opts.provider ??
+    Object.entries(config.providers).find(([, p]) => (p as { webhookSecret?: string }).webhookSecret)?.[0];
   const server = http.createServer(async (req, res) => {
     const reply = (status: number, body: unknown) => {
       res.writeHead(status, { 'content-type': 'application/json' });

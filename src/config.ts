@@ -83,7 +83,10 @@ export function parseConfig(text: string, where: { path: string; env: Env }): Lo
   // STRIPE_API_KEY on the machine that only runs `recon ops list`) is kept by name and fails
   // only when it is used, with the message naming the key.
   const { providers: rawProviders, ...rest } = raw as Record<string, unknown>;
-  const substituted = { ...(substituteEnv(rest, '', where.env) as Record<string, unknown>), ...(rawProviders !== undefined ? { providers: rawProviders } : {}) };
+  const substituted = {
+    ...(substituteEnv(rest, '', where.env) as Record<string, unknown>),
+    ...(rawProviders !== undefined ? { providers: rawProviders } : {}),
+  };
   const unavailable: Record<string, string> = {};
   const root = new Section(substituted, '', ['$schema', 'db', 'providers']);
   const db = root.string('db', null);
@@ -105,7 +108,12 @@ export function parseConfig(text: string, where: { path: string; env: Env }): Lo
     }
     providers[name] = readProvider(name, resolved, path.dirname(where.path));
   }
-  return { path: where.path, ...(db !== null ? { db } : {}), providers, ...(Object.keys(unavailable).length ? { unavailable } : {}) };
+  return {
+    path: where.path,
+    ...(db !== null ? { db } : {}),
+    providers,
+    ...(Object.keys(unavailable).length ? { unavailable } : {}),
+  };
 }
 
 function fromEnvironment(env: Env): LoadedConfig {
@@ -149,7 +157,9 @@ function parseJson(text: string): unknown {
       where = ` at line ${line}, column ${column}`;
     }
     // V8's message may quote the offending text, which could be a secret: keep only its first clause.
-    const reason = message.replace(/ in JSON at position \d+.*$/s, '').replace(/^Unexpected token.*$/s, 'unexpected token');
+    const reason = message
+      .replace(/ in JSON at position \d+.*$/s, '')
+      .replace(/^Unexpected token.*$/s, 'unexpected token');
     throw new UsageError(`invalid JSON${where}: ${reason}; fix the syntax`);
   }
 }

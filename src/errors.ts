@@ -24,7 +24,11 @@ export class NotFoundError extends ReconError {
 /** Exit 4: refused by a rule (payload mismatch, retry not allowed, attach mismatch, wrong state). */
 export class RefusedError extends ReconError {
   override readonly exitCode = 4;
-  constructor(message: string, readonly rule?: string, options?: { cause?: unknown }) {
+  constructor(
+    message: string,
+    readonly rule?: string,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
   }
 }

@@ -224,14 +224,7 @@ export interface Provider {
 }
 
 /** The decision kinds of the reconciliation rule (SPEC §4). */
-export type DecisionKind =
-  | 'confirm'
-  | 'pending'
-  | 'fail'
-  | 'retry'
-  | 'wait'
-  | 'review'
-  | 'unavailable';
+export type DecisionKind = 'confirm' | 'pending' | 'fail' | 'retry' | 'wait' | 'review' | 'unavailable';
 
 export interface Decision {
   decision: DecisionKind;

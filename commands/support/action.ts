@@ -22,7 +22,10 @@ export function action<O>(handler: (args: string[], opts: O, deps: Deps) => Prom
     const command = raw[raw.length - 1] as Command;
     const opts = command.opts() as O;
     const globals = command.optsWithGlobals() as GlobalOptions;
-    const args = raw.slice(0, -2).flat().filter((a): a is string => typeof a === 'string');
+    const args = raw
+      .slice(0, -2)
+      .flat()
+      .filter((a): a is string => typeof a === 'string');
     const deps = depsFactory(globals);
     try {
       const code = await handler(args, opts, deps);

@@ -50,7 +50,12 @@ export function defaultActor(env: NodeJS.ProcessEnv): string {
   return `${user}@${os.hostname()}`;
 }
 
-export function createDeps(io: IO, globals: GlobalOptions, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Deps {
+export function createDeps(
+  io: IO,
+  globals: GlobalOptions,
+  env: NodeJS.ProcessEnv = process.env,
+  cwd = process.cwd(),
+): Deps {
   let config: Promise<LoadedConfig> | undefined;
   let store: Promise<Db> | undefined;
   const providers = new Map<string, Promise<Provider>>();
@@ -70,7 +75,9 @@ export function createDeps(io: IO, globals: GlobalOptions, env: NodeJS.ProcessEn
         const { resolveStoreUrl, openStore } = await import('../../src/store/open.js');
         // The config file is only read for `db` when no flag or variable decides the store.
         const explicit = globals.db ?? env.RECON_DB ?? env.DATABASE_URL;
-        const url = explicit ? resolveStoreUrl({ flag: globals.db, env }) : resolveStoreUrl({ env, configDb: (await deps.config()).db });
+        const url = explicit
+          ? resolveStoreUrl({ flag: globals.db, env })
+          : resolveStoreUrl({ env, configDb: (await deps.config()).db });
         return openStore(url, opts);
       })();
       return store;

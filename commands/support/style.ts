@@ -53,7 +53,8 @@ export async function renderTable(io: IO, head: string[], rows: (string | number
   const cells = rows.map((r) => r.map((c) => (c === null || c === undefined ? '' : String(c))));
   if (!io.isStdoutTTY) {
     const widths = head.map((h, i) => Math.max(h.length, ...cells.map((r) => stripAnsi(r[i] ?? '').length)));
-    const line = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c + ' '.repeat(widths[i] - stripAnsi(c).length))).join('  ');
+    const line = (r: string[]) =>
+      r.map((c, i) => (i === r.length - 1 ? c : c + ' '.repeat(widths[i] - stripAnsi(c).length))).join('  ');
     return [line(head), ...cells.map(line)].join('\n');
   }
   const { default: Table } = await import('cli-table3');

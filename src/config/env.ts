@@ -30,7 +30,9 @@ function substituteString(text: string, path: string, env: Env): string {
   return text.replace(REFERENCE, (_match, name: string) => {
     const found = env[name];
     if (found === undefined) {
-      throw new UsageError(`${path}: environment variable ${name} is not set; export it or write the value in the config file`);
+      throw new UsageError(
+        `${path}: environment variable ${name} is not set; export it or write the value in the config file`,
+      );
     }
     if (SECRET_ENV_NAME.test(name)) registerSecret(found);
     return found;

@@ -124,11 +124,26 @@ function readHttp(name: string, s: Section, capabilities: ProviderCapabilities):
   const lookup = request('lookup', 'GET');
   const get = request('get', 'GET').mapping;
   const listSection = s.optionalSection('list', ['method', 'path', 'list', 'hasMore', 'cursorParam']);
-  const f = s.section('fields', ['id', 'status', 'idempotencyKey', 'clientReference', 'operationId', 'amount', 'currency', 'created']);
+  const f = s.section('fields', [
+    'id',
+    'status',
+    'idempotencyKey',
+    'clientReference',
+    'operationId',
+    'amount',
+    'currency',
+    'created',
+  ]);
   const st = s.section('status', ['confirmed', 'pending', 'failed']);
-  const status = { confirmed: st.stringList('confirmed'), pending: st.stringList('pending'), failed: st.stringList('failed') };
+  const status = {
+    confirmed: st.stringList('confirmed'),
+    pending: st.stringList('pending'),
+    failed: st.stringList('failed'),
+  };
   if (status.confirmed.length === 0) {
-    throw new UsageError(`${st.at('confirmed')}: required; list the provider statuses that mean done, e.g. ["created"]`);
+    throw new UsageError(
+      `${st.at('confirmed')}: required; list the provider statuses that mean done, e.g. ["created"]`,
+    );
   }
   const conflict = s.optionalSection('conflict', ['statuses', 'bodyContains']);
   return {
@@ -166,7 +181,12 @@ function readHttp(name: string, s: Section, capabilities: ProviderCapabilities):
   };
 }
 
-function readModule(name: string, s: Section, capabilities: ProviderCapabilities, configDir: string): ModuleProviderConfig {
+function readModule(
+  name: string,
+  s: Section,
+  capabilities: ProviderCapabilities,
+  configDir: string,
+): ModuleProviderConfig {
   const moduleSpec = s.string('module');
   const options = s.value['options'] ?? {};
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {

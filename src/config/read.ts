@@ -14,7 +14,11 @@ export function isCommentKey(key: string): boolean {
 export class Section {
   readonly value: Record<string, unknown>;
 
-  constructor(value: unknown, readonly path: string, allowed: readonly string[]) {
+  constructor(
+    value: unknown,
+    readonly path: string,
+    allowed: readonly string[],
+  ) {
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
       throw new UsageError(`${path}: expected an object, got ${describe(value)}`);
     }

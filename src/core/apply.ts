@@ -69,7 +69,13 @@ export function lookupDetail(l: LookupResult): Record<string, unknown> {
 }
 
 function txnSummary(t: LookupResult['matches'][number]) {
-  return { provider_id: t.provider_id, status: t.status, amount: t.amount, currency: t.currency, operation_id: t.operation_id };
+  return {
+    provider_id: t.provider_id,
+    status: t.status,
+    amount: t.amount,
+    currency: t.currency,
+    operation_id: t.operation_id,
+  };
 }
 
 /** What the rule reads besides the operation: its observations so far and when its last attempt started. */
@@ -86,7 +92,10 @@ export async function historiesOf(q: Queryable, ops: Operation[]): Promise<Map<s
   // reading): attempts are only read for retried operations.
   const retried = ops.filter((op) => op.attempt_count > 1).map((op) => op.id);
   const [obs, attempts] = await Promise.all([
-    q.query('SELECT * FROM recon.observations WHERE operation_id = ANY($1::text[]) ORDER BY operation_id, observed_at, id', [ops.map((op) => op.id)]),
+    q.query(
+      'SELECT * FROM recon.observations WHERE operation_id = ANY($1::text[]) ORDER BY operation_id, observed_at, id',
+      [ops.map((op) => op.id)],
+    ),
     retried.length
       ? q.query<{ operation_id: string; started_at: Date }>(
           `SELECT DISTINCT ON (operation_id) operation_id, started_at FROM recon.attempts
@@ -95,7 +104,8 @@ export async function historiesOf(q: Queryable, ops: Operation[]): Promise<Map<s
         )
       : Promise.resolve({ rows: [] as { operation_id: string; started_at: Date }[] }),
   ]);
-  for (const op of ops) out.set(op.id, { observations: [], lastAttemptAt: op.attempt_count > 1 ? null : op.first_attempt_at });
+  for (const op of ops)
+    out.set(op.id, { observations: [], lastAttemptAt: op.attempt_count > 1 ? null : op.first_attempt_at });
   for (const o of obs.rows) {
     out.get(o.operation_id)!.observations.push(rowToObservation(o));
   }
@@ -104,7 +114,13 @@ export async function historiesOf(q: Queryable, ops: Operation[]): Promise<Map<s
 }
 
 /** Runs the rule (a pure function of what it is given and the clock) and plans the write. */
-export function planDecision(ctx: CoreContext, provider: Provider, op: Operation, lookup: LookupResult, history: History): PlannedDecision {
+export function planDecision(
+  ctx: CoreContext,
+  provider: Provider,
+  op: Operation,
+  lookup: LookupResult,
+  history: History,
+): PlannedDecision {
   const now = ctx.now();
   // A `submitting` whose lease expired is judged as the outcome_unknown it is (SPEC §3).
   const subject = op.state === 'submitting' ? { ...op, state: 'outcome_unknown' as const } : op;
@@ -123,9 +139,13 @@ export function planDecision(ctx: CoreContext, provider: Provider, op: Operation
   let nextCheckAt: Date | null = null;
   if (decision.decision === 'unavailable') {
     let streak = 0;
-    for (let i = history.observations.length - 1; i >= 0 && history.observations[i]!.result === 'unavailable'; i--) streak++;
+    for (let i = history.observations.length - 1; i >= 0 && history.observations[i]!.result === 'unavailable'; i--)
+      streak++;
     // Back off a provider that is down, bounded by its uncertainty window so short test windows stay short.
-    const delay = backoffDelay(streak, { baseMs: Math.min(5_000, provider.capabilities.uncertaintyWindowMs / 2), maxMs: 15 * 60_000 });
+    const delay = backoffDelay(streak, {
+      baseMs: Math.min(5_000, provider.capabilities.uncertaintyWindowMs / 2),
+      maxMs: 15 * 60_000,
+    });
     nextCheckAt = new Date(now.getTime() + delay);
   }
   return { op, provider: provider.name, lookup, decision, nextCheckAt };
@@ -152,15 +172,24 @@ export async function applyDecisions(ctx: CoreContext, items: PlannedDecision[],
     }
   });
   const results: Applied[] = new Array(items.length);
-  const written = await applyGroup(ctx, group.map((i) => items[i]!), owner).catch(async (err: unknown) => {
-    if (group.length === 1) return [{ ok: false, error: err instanceof Error ? err : new Error(String(err)) } as Applied];
+  const written = await applyGroup(
+    ctx,
+    group.map((i) => items[i]!),
+    owner,
+  ).catch(async (err: unknown) => {
+    if (group.length === 1)
+      return [{ ok: false, error: err instanceof Error ? err : new Error(String(err)) } as Applied];
     const alone: Applied[] = [];
     for (const i of group) alone.push(...(await applyDecisions(ctx, [items[i]!], owner)));
     return alone;
   });
   group.forEach((i, k) => (results[i] = written[k]!));
   if (later.length) {
-    const rest = await applyDecisions(ctx, later.map((i) => items[i]!), owner);
+    const rest = await applyDecisions(
+      ctx,
+      later.map((i) => items[i]!),
+      owner,
+    );
     later.forEach((i, k) => (results[i] = rest[k]!));
   }
   return results;
@@ -172,7 +201,12 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
   return ctx.db.transaction(async (tx) => {
     // Rows are locked in id order, so two groups never wait on each other in a cycle.
     // Only what the checks read: a group's full rows were a measurable share of recon's own time.
-    const locked = await tx.query<{ id: string; state: Operation['state']; lease_owner: string | null; lease_expires_at: Date | null }>(
+    const locked = await tx.query<{
+      id: string;
+      state: Operation['state'];
+      lease_owner: string | null;
+      lease_expires_at: Date | null;
+    }>(
       'SELECT id, state, lease_owner, lease_expires_at FROM recon.operations WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
       [items.map((item) => item.op.id)],
     );
@@ -185,9 +219,13 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
         if (!cur) throw new NotFoundError(`operation ${item.op.id} not found; list operations with: recon ops list`);
         assertLease(cur, owner, now);
         if (cur.state !== item.op.state) {
-          throw new RefusedError(`operation ${cur.id} moved from ${item.op.state} to ${cur.state} while it was looked up; decision not written`, 'state_machine');
+          throw new RefusedError(
+            `operation ${cur.id} moved from ${item.op.state} to ${cur.state} while it was looked up; decision not written`,
+            'state_machine',
+          );
         }
-        if (item.decision.decision !== 'retry' && item.decision.state !== cur.state) assertTransition(cur.id, cur.state, item.decision.state);
+        if (item.decision.decision !== 'retry' && item.decision.state !== cur.state)
+          assertTransition(cur.id, cur.state, item.decision.state);
         ok.push({ i, item, d: item.decision, detail: lookupDetail(item.lookup) });
       } catch (err) {
         results[i] = { ok: false, error: err as Error };
@@ -195,13 +233,22 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
     });
     if (ok.length === 0) return results;
 
-    await recordObservations(tx, ok.map((w) => ({ operationId: w.item.op.id, at: now, result: w.item.lookup.result, detail: w.detail })));
+    await recordObservations(
+      tx,
+      ok.map((w) => ({ operationId: w.item.op.id, at: now, result: w.item.lookup.result, detail: w.detail })),
+    );
     // A transaction already linked to another operation is not re-pointed: it stays where it is,
     // and the decision's explanation says so.
-    const links = ok.flatMap((w) => (w.d.link ?? []).map((t) => ({ w, provider: w.item.provider, operationId: w.item.op.id, txn: t })));
+    const links = ok.flatMap((w) =>
+      (w.d.link ?? []).map((t) => ({ w, provider: w.item.provider, operationId: w.item.op.id, txn: t })),
+    );
     const linked = await linkTransactions(tx, links, { via: 'lookup', by: ctx.actor, at: now });
     links.forEach(({ w, txn: t }, k) => {
-      if (!linked[k]!.linked) w.d = { ...w.d, explanation: `${w.d.explanation}; ${t.provider_id} is already linked to ${linked[k]!.existingOperation}` };
+      if (!linked[k]!.linked)
+        w.d = {
+          ...w.d,
+          explanation: `${w.d.explanation}; ${t.provider_id} is already linked to ${linked[k]!.existingOperation}`,
+        };
     });
 
     // State changes and lease releases. A retry keeps its lease and its
@@ -237,7 +284,12 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
          LEFT JOIN LATERAL (SELECT seq, hash FROM recon.audit_events WHERE operation_id = i.id ORDER BY seq DESC LIMIT 1) e ON true`,
       [ok.map((w) => w.item.op.id)],
     );
-    const head = new Map(heads.rows.map((h) => [h.id, h.seq === null ? { seq: 0, hash: GENESIS_HASH } : { seq: Number(h.seq), hash: h.hash! }]));
+    const head = new Map(
+      heads.rows.map((h) => [
+        h.id,
+        h.seq === null ? { seq: 0, hash: GENESIS_HASH } : { seq: Number(h.seq), hash: h.hash! },
+      ]),
+    );
     const events: AuditEvent[] = ok.map(({ item, d, detail: lookup }) => {
       const detail: Record<string, unknown> = { explanation: d.explanation, lookup };
       const moved = d.decision !== 'retry' && d.state !== item.op.state;
@@ -265,7 +317,11 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
  * together in the next one, so a fast provider fills large groups and a slow one is written
  * without delay.
  */
-export function decisionWriter(ctx: CoreContext, owner: string, maxGroup = 500): (item: PlannedDecision) => Promise<Applied> {
+export function decisionWriter(
+  ctx: CoreContext,
+  owner: string,
+  maxGroup = 500,
+): (item: PlannedDecision) => Promise<Applied> {
   const queue: { item: PlannedDecision; resolve: (a: Applied) => void }[] = [];
   let writing = false;
   const drain = async () => {
@@ -275,7 +331,11 @@ export function decisionWriter(ctx: CoreContext, owner: string, maxGroup = 500):
         // Let decisions made in this turn of the event loop join the group.
         await new Promise((resolve) => setImmediate(resolve));
         const group = queue.splice(0, maxGroup);
-        const results = await applyDecisions(ctx, group.map((g) => g.item), owner);
+        const results = await applyDecisions(
+          ctx,
+          group.map((g) => g.item),
+          owner,
+        );
         group.forEach((g, k) => g.resolve(results[k]!));
       }
     } finally {

@@ -126,7 +126,10 @@ export interface VerifyReport {
  * Re-computes every chain, reading the table in keyset pages so a large trail is never held
  * in memory. Reports the first broken link per operation.
  */
-export async function verifyChains(q: Queryable, opts: { pageSize?: number; operationId?: string } = {}): Promise<VerifyReport> {
+export async function verifyChains(
+  q: Queryable,
+  opts: { pageSize?: number; operationId?: string } = {},
+): Promise<VerifyReport> {
   const pageSize = opts.pageSize ?? 5000;
   const report: VerifyReport = { ok: true, operations_checked: 0, events_checked: 0, broken: [] };
   let cursor: [string, number] = ['', 0];
@@ -168,10 +171,22 @@ export async function verifyChains(q: Queryable, opts: { pageSize?: number; oper
 
 function checkLink(prev: { seq: number; hash: string }, ev: AuditEvent): BrokenLink | null {
   if (ev.seq !== prev.seq + 1) {
-    return { operation_id: ev.operation_id, seq: ev.seq, problem: 'seq_gap', expected: String(prev.seq + 1), found: String(ev.seq) };
+    return {
+      operation_id: ev.operation_id,
+      seq: ev.seq,
+      problem: 'seq_gap',
+      expected: String(prev.seq + 1),
+      found: String(ev.seq),
+    };
   }
   if (ev.prev_hash !== prev.hash) {
-    return { operation_id: ev.operation_id, seq: ev.seq, problem: 'prev_hash_mismatch', expected: prev.hash, found: ev.prev_hash };
+    return {
+      operation_id: ev.operation_id,
+      seq: ev.seq,
+      problem: 'prev_hash_mismatch',
+      expected: prev.hash,
+      found: ev.prev_hash,
+    };
   }
   const expected = eventHash(ev.prev_hash, ev);
   if (expected !== ev.hash) {

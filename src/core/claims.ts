@@ -62,14 +62,27 @@ export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Ope
         SET lease_owner = $2::text, lease_expires_at = $1::timestamptz + make_interval(secs => $4::int / 1000.0)
        FROM c WHERE o.id = c.id
      RETURNING o.*`,
-    [o.now.toISOString(), o.owner, o.limit, o.leaseMs, o.provider ?? null, o.exclude ?? [], o.checkedBefore?.toISOString() ?? null],
+    [
+      o.now.toISOString(),
+      o.owner,
+      o.limit,
+      o.leaseMs,
+      o.provider ?? null,
+      o.exclude ?? [],
+      o.checkedBefore?.toISOString() ?? null,
+    ],
   );
-  return r.rows.map(rowToOperation).sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
+  return r.rows
+    .map(rowToOperation)
+    .sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
 }
 
 /** Gives a lease back (only if we still hold it). */
 export async function releaseLease(q: Queryable, id: string, owner: string): Promise<void> {
-  await q.query('UPDATE recon.operations SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2', [id, owner]);
+  await q.query(
+    'UPDATE recon.operations SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2',
+    [id, owner],
+  );
 }
 
 export interface AttemptClaim {
@@ -88,18 +101,31 @@ export interface AttemptClaim {
 export async function claimAttempt(
   ctx: CoreContext,
   id: string,
-  o: { owner: string; leaseMs: number; from: 'approved' | 'outcome_unknown'; rule: string; detail?: Record<string, unknown>; heldLease?: string },
+  o: {
+    owner: string;
+    leaseMs: number;
+    from: 'approved' | 'outcome_unknown';
+    rule: string;
+    detail?: Record<string, unknown>;
+    heldLease?: string;
+  },
 ): Promise<AttemptClaim> {
   const now = ctx.now();
   const expires = new Date(now.getTime() + o.leaseMs);
   return ctx.db.transaction(async (tx) => {
     const current = await lockOperation(tx, id);
     if (current.state !== o.from) {
-      throw new RefusedError(`operation ${id} is ${current.state}; only ${o.from} operations can be ${o.from === 'approved' ? 'submitted (approve it first: recon ops approve)' : 'retried'}`, 'state_machine');
+      throw new RefusedError(
+        `operation ${id} is ${current.state}; only ${o.from} operations can be ${o.from === 'approved' ? 'submitted (approve it first: recon ops approve)' : 'retried'}`,
+        'state_machine',
+      );
     }
     const held = current.lease_owner && current.lease_expires_at && current.lease_expires_at > now;
     if (held && current.lease_owner !== o.heldLease) {
-      throw new RefusedError(`operation ${id} is claimed by ${current.lease_owner} until ${current.lease_expires_at!.toISOString()}`, 'lease_held');
+      throw new RefusedError(
+        `operation ${id} is claimed by ${current.lease_owner} until ${current.lease_expires_at!.toISOString()}`,
+        'lease_held',
+      );
     }
     const attempt = current.attempt_count + 1;
     const { op } = await transition(tx, id, 'submitting', {
@@ -129,7 +155,11 @@ export async function claimAttempt(
 }
 
 /** Claims one operation for reconciliation (`recon retry`); null when another worker holds it. */
-export async function claimOne(q: Queryable, id: string, o: { owner: string; leaseMs: number; now: Date }): Promise<Operation | null> {
+export async function claimOne(
+  q: Queryable,
+  id: string,
+  o: { owner: string; leaseMs: number; now: Date },
+): Promise<Operation | null> {
   const r = await q.query(
     `UPDATE recon.operations
         SET lease_owner = $2::text, lease_expires_at = $3::timestamptz + make_interval(secs => $4::int / 1000.0)

@@ -71,7 +71,10 @@ export async function scanLedger(ctx: CoreContext, provider: Provider, o: AuditO
   let since = o.since;
   let incremental = false;
   if (!since && !o.full) {
-    const prev = await ctx.db.query<{ scanned_until: Date }>('SELECT scanned_until FROM recon.audit_scans WHERE provider = $1', [provider.name]);
+    const prev = await ctx.db.query<{ scanned_until: Date }>(
+      'SELECT scanned_until FROM recon.audit_scans WHERE provider = $1',
+      [provider.name],
+    );
     if (prev.rows[0]) {
       since = new Date(prev.rows[0].scanned_until.getTime() - OVERLAP_MS);
       incremental = true;
@@ -106,7 +109,14 @@ export async function scanLedger(ctx: CoreContext, provider: Provider, o: AuditO
        updated_at = EXCLUDED.updated_at`,
     [provider.name, (since ?? new Date(0)).toISOString(), until.toISOString(), ctx.now().toISOString()],
   );
-  return { provider: provider.name, since: since?.toISOString() ?? null, until: until.toISOString(), pages, transactions: count, incremental };
+  return {
+    provider: provider.name,
+    since: since?.toISOString() ?? null,
+    until: until.toISOString(),
+    pages,
+    transactions: count,
+    incremental,
+  };
 }
 
 async function indexTransactions(q: Queryable, provider: string, txns: ProviderTxn[], now: Date): Promise<void> {
@@ -135,7 +145,10 @@ async function indexTransactions(q: Queryable, provider: string, txns: ProviderT
  * Finds duplicates among the indexed ledger. With since/until, only groups with at least one
  * transaction created in that range are reported.
  */
-export async function findDuplicates(q: Queryable, o: { provider?: string; since?: Date; until?: Date; windowMs?: number }): Promise<Duplicate[]> {
+export async function findDuplicates(
+  q: Queryable,
+  o: { provider?: string; since?: Date; until?: Date; windowMs?: number },
+): Promise<Duplicate[]> {
   const params = [o.provider ?? null, o.since?.toISOString() ?? null, o.until?.toISOString() ?? null];
   const inRange = `($2::timestamptz IS NULL OR max(created) >= $2::timestamptz) AND ($3::timestamptz IS NULL OR min(created) <= $3::timestamptz)`;
   const byKey = (column: string, extra = '') => `
@@ -180,15 +193,30 @@ export async function findDuplicates(q: Queryable, o: { provider?: string; since
   }
   const groups: { provider: string; kind: Duplicate['kind']; key: string; ids: string[] }[] = [
     ...byOperation.rows.map((r) => ({ provider: r.provider, kind: 'operation_id' as const, key: r.key, ids: r.ids })),
-    ...byClientRef.rows.map((r) => ({ provider: r.provider, kind: 'client_reference' as const, key: r.key, ids: r.ids })),
-    ...[...clusters.values()].map((c) => ({ provider: c.provider, kind: 'same_charge_amount' as const, key: c.key, ids: [...c.ids] })),
+    ...byClientRef.rows.map((r) => ({
+      provider: r.provider,
+      kind: 'client_reference' as const,
+      key: r.key,
+      ids: r.ids,
+    })),
+    ...[...clusters.values()].map((c) => ({
+      provider: c.provider,
+      kind: 'same_charge_amount' as const,
+      key: c.key,
+      ids: [...c.ids],
+    })),
   ];
   const out: Duplicate[] = [];
   for (const g of groups) out.push(await describeGroup(q, g));
-  return out.sort((a, b) => a.provider.localeCompare(b.provider) || a.kind.localeCompare(b.kind) || a.key.localeCompare(b.key));
+  return out.sort(
+    (a, b) => a.provider.localeCompare(b.provider) || a.kind.localeCompare(b.kind) || a.key.localeCompare(b.key),
+  );
 }
 
-async function describeGroup(q: Queryable, g: { provider: string; kind: Duplicate['kind']; key: string; ids: string[] }): Promise<Duplicate> {
+async function describeGroup(
+  q: Queryable,
+  g: { provider: string; kind: Duplicate['kind']; key: string; ids: string[] },
+): Promise<Duplicate> {
   const r = await q.query(
     `SELECT l.*, t.operation_id AS recon_operation, o.state AS recon_state, o.review_reason
        FROM recon.ledger_index l
@@ -210,7 +238,9 @@ async function describeGroup(q: Queryable, g: { provider: string; kind: Duplicat
     recon_operation: t.recon_operation,
     recon_state: t.recon_state,
   }));
-  const recon_knows = r.rows.length > 0 && r.rows.every((t: any) => t.recon_operation && (t.recon_state === 'needs_review' || t.review_reason));
+  const recon_knows =
+    r.rows.length > 0 &&
+    r.rows.every((t: any) => t.recon_operation && (t.recon_state === 'needs_review' || t.review_reason));
   return {
     provider: g.provider,
     kind: g.kind,

@@ -1,5 +1,13 @@
 import type { LookupResult, Operation, Provider } from '../types.js';
-import { applyDecisions, historiesOf, planDecision, type Applied, type DecisionJson, type History, type PlannedDecision } from './apply.js';
+import {
+  applyDecisions,
+  historiesOf,
+  planDecision,
+  type Applied,
+  type DecisionJson,
+  type History,
+  type PlannedDecision,
+} from './apply.js';
 import type { CoreContext } from './context.js';
 import { submitOperation } from './submit.js';
 import { transition } from './transition.js';
@@ -7,7 +15,12 @@ import { transition } from './transition.js';
 export { decisionJson, lookupDetail, type DecisionJson } from './apply.js';
 
 export function lookupQueryFor(op: Operation) {
-  return { operation_id: op.id, idempotency_key: op.idempotency_key, client_reference: op.client_reference ?? undefined, payload: op.payload };
+  return {
+    operation_id: op.id,
+    idempotency_key: op.idempotency_key,
+    client_reference: op.client_reference ?? undefined,
+    payload: op.payload,
+  };
 }
 
 /** The lookup, never throwing for provider trouble: an adapter that throws is `unavailable`. */
@@ -15,12 +28,22 @@ export async function safeLookup(provider: Provider, op: Operation): Promise<Loo
   try {
     return await provider.lookup(lookupQueryFor(op));
   } catch (err) {
-    return { result: 'unavailable', matches: [], candidates: [], error: err instanceof Error ? err.message : String(err) };
+    return {
+      result: 'unavailable',
+      matches: [],
+      candidates: [],
+      error: err instanceof Error ? err.message : String(err),
+    };
   }
 }
 
 /** Runs the rule for `op` against a fresh lookup, without writing anything. */
-export async function evaluate(ctx: CoreContext, provider: Provider, op: Operation, lookup?: LookupResult | Promise<LookupResult>) {
+export async function evaluate(
+  ctx: CoreContext,
+  provider: Provider,
+  op: Operation,
+  lookup?: LookupResult | Promise<LookupResult>,
+) {
   // The history is read while the provider answers: the store round trips need not add to the
   // lookup's. The lookup's own observation is written only afterwards, so the history is still
   // "before this one".
@@ -48,36 +71,54 @@ export interface ReconcileOptions {
  * audit event (alone, or in `recon run`'s groups: `o.write`); a retry then goes through the normal attempt phases with the
  * original key and payload.
  */
-export async function reconcileOne(ctx: CoreContext, provider: Provider, claimed: Operation, o: ReconcileOptions): Promise<DecisionJson> {
+export async function reconcileOne(
+  ctx: CoreContext,
+  provider: Provider,
+  claimed: Operation,
+  o: ReconcileOptions,
+): Promise<DecisionJson> {
   const limited = o.limited ?? ((call) => call());
   const op = claimed.state === 'submitting' ? await expireLease(ctx, claimed, o.owner) : claimed;
   const lookup = limited(() => safeLookup(provider, op));
-  const plan = o.history ? planDecision(ctx, provider, op, await lookup, o.history) : (await evaluate(ctx, provider, op, lookup)).plan;
+  const plan = o.history
+    ? planDecision(ctx, provider, op, await lookup, o.history)
+    : (await evaluate(ctx, provider, op, lookup)).plan;
   const applied = o.write ? await o.write(plan) : (await applyDecisions(ctx, [plan], o.owner))[0]!;
   if (!applied.ok) throw applied.error;
-  if (plan.decision.decision === 'retry' && o.allowRetry !== false) return limited(() => retryAuthorised(ctx, provider, op, applied.json, o.owner));
+  if (plan.decision.decision === 'retry' && o.allowRetry !== false)
+    return limited(() => retryAuthorised(ctx, provider, op, applied.json, o.owner));
   return applied.json;
 }
 
 /** Expired-lease recovery (SPEC §3): a `submitting` left by a crashed worker becomes outcome_unknown, never failed. */
 async function expireLease(ctx: CoreContext, claimed: Operation, owner: string): Promise<Operation> {
-  return ctx.db.transaction(async (tx) =>
-    (
-      await transition(tx, claimed.id, 'outcome_unknown', {
-        actor: ctx.actor,
-        now: ctx.now(),
-        kind: 'lease.expired',
-        rule: 'lease.expired',
-        detail: { note: 'the submitting worker did not finish (crash or kill); outcome unknown, never failed', previous_lease_expired_at: claimed.lease_expires_at?.toISOString() ?? null },
-        leaseOwner: owner,
-        keepLease: { owner, expiresAt: claimed.lease_expires_at! },
-      })
-    ).op,
+  return ctx.db.transaction(
+    async (tx) =>
+      (
+        await transition(tx, claimed.id, 'outcome_unknown', {
+          actor: ctx.actor,
+          now: ctx.now(),
+          kind: 'lease.expired',
+          rule: 'lease.expired',
+          detail: {
+            note: 'the submitting worker did not finish (crash or kill); outcome unknown, never failed',
+            previous_lease_expired_at: claimed.lease_expires_at?.toISOString() ?? null,
+          },
+          leaseOwner: owner,
+          keepLease: { owner, expiresAt: claimed.lease_expires_at! },
+        })
+      ).op,
   );
 }
 
 /** The attempt a `retry` decision authorised: the original key and payload, through the normal attempt phases. */
-async function retryAuthorised(ctx: CoreContext, provider: Provider, op: Operation, authorised: DecisionJson, owner: string): Promise<DecisionJson> {
+async function retryAuthorised(
+  ctx: CoreContext,
+  provider: Provider,
+  op: Operation,
+  authorised: DecisionJson,
+  owner: string,
+): Promise<DecisionJson> {
   const r = await submitOperation(ctx, provider, op.id, {
     from: 'outcome_unknown',
     rule: authorised.rule,

@@ -31,7 +31,11 @@ const INSERT_OPERATIONS = `
  */
 export async function recordOperations(ctx: CoreContext, inputs: OperationInput[]): Promise<RecordedOperation[]> {
   const now = ctx.now();
-  const hashed = inputs.map((i) => ({ ...i, payload_hash: payloadHash(i.payload), state: (i.approval ? 'approved' : 'proposed') as State }));
+  const hashed = inputs.map((i) => ({
+    ...i,
+    payload_hash: payloadHash(i.payload),
+    state: (i.approval ? 'approved' : 'proposed') as State,
+  }));
   const firstById = new Map<string, (typeof hashed)[number]>();
   for (const op of hashed) {
     const seen = firstById.get(op.id);
@@ -85,13 +89,19 @@ export async function recordOperations(ctx: CoreContext, inputs: OperationInput[
       const created = new Set(ins.rows.map((r) => r.id));
       const existingIds = chunk.filter((o) => !created.has(o.id)).map((o) => o.id);
       if (existingIds.length) {
-        const ex = await tx.query('SELECT id, provider, action, payload_hash, state FROM recon.operations WHERE id = ANY($1::text[])', [existingIds]);
+        const ex = await tx.query(
+          'SELECT id, provider, action, payload_hash, state FROM recon.operations WHERE id = ANY($1::text[])',
+          [existingIds],
+        );
         for (const row of ex.rows) {
           assertSameAction(row.id, row, firstById.get(row.id)!, 'the recorded operation');
           results.set(row.id, { id: row.id, state: row.state, created: false });
         }
       }
-      await insertEvents(tx, events.filter((e) => created.has(e.operation_id)));
+      await insertEvents(
+        tx,
+        events.filter((e) => created.has(e.operation_id)),
+      );
       for (const o of chunk) if (created.has(o.id)) results.set(o.id, { id: o.id, state: o.state, created: true });
     }
   });

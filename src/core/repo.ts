@@ -67,7 +67,8 @@ export async function listOperations(q: Queryable, f: ListFilter): Promise<Opera
   const params: unknown[] = [];
   const unresolved = ['submitting', 'pending', 'outcome_unknown', 'needs_review'];
   if (f.states && f.states.length) {
-    const sameAsUnresolved = f.states.length === unresolved.length && unresolved.every((s) => f.states!.includes(s as State));
+    const sameAsUnresolved =
+      f.states.length === unresolved.length && unresolved.every((s) => f.states!.includes(s as State));
     if (sameAsUnresolved) where.push(UNRESOLVED_SQL);
     else {
       params.push(f.states);
@@ -128,7 +129,10 @@ export async function attemptsOf(q: Queryable, id: string): Promise<Attempt[]> {
 }
 
 export async function transactionsOf(q: Queryable, id: string): Promise<ProviderTransaction[]> {
-  const r = await q.query('SELECT * FROM recon.provider_transactions WHERE operation_id = $1 ORDER BY linked_at, provider_id', [id]);
+  const r = await q.query(
+    'SELECT * FROM recon.provider_transactions WHERE operation_id = $1 ORDER BY linked_at, provider_id',
+    [id],
+  );
   return r.rows.map((t: any) => ({
     provider: t.provider,
     provider_id: t.provider_id,

@@ -139,8 +139,10 @@ export function decide(input: RuleInput): Decision {
       );
     }
     const seen = `found ${match.provider_id} (${match.status})`;
-    if (match.state === 'confirmed') return resolved('confirm', RULES.confirmed, 'confirmed', match, `${seen}: confirmed`);
-    if (match.state === 'failed') return resolved('fail', RULES.failed, 'failed', match, `${seen}: failed at the provider`);
+    if (match.state === 'confirmed')
+      return resolved('confirm', RULES.confirmed, 'confirmed', match, `${seen}: confirmed`);
+    if (match.state === 'failed')
+      return resolved('fail', RULES.failed, 'failed', match, `${seen}: failed at the provider`);
     // Anything not exactly confirmed/failed is treated as not final, so an odd adapter state never confirms.
     if (stale) return staleDecision([match]);
     return resolved('pending', RULES.pending, 'pending', match, `${seen}: pending at the provider`);

@@ -49,8 +49,20 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   const passStartedAt = ctx.now();
   const limit = o.limit ?? 10_000;
   const summary: RunSummary = {
-    claimed: 0, confirmed: 0, failed: 0, pending: 0, retried: 0, escalated: 0, waiting: 0, unavailable: 0,
-    decisions: [], errors: [], needs_review_total: 0, unresolved_by_state: {}, duration_ms: 0, dry_run: Boolean(o.dryRun),
+    claimed: 0,
+    confirmed: 0,
+    failed: 0,
+    pending: 0,
+    retried: 0,
+    escalated: 0,
+    waiting: 0,
+    unavailable: 0,
+    decisions: [],
+    errors: [],
+    needs_review_total: 0,
+    unresolved_by_state: {},
+    duration_ms: 0,
+    dry_run: Boolean(o.dryRun),
   };
   const limiters = new Map<string, <T>(task: () => Promise<T>) => Promise<T>>();
   const limiterFor = (p: Provider) => {
@@ -65,7 +77,9 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   const seen: string[] = [];
   while (summary.claimed < limit) {
     const size = Math.min(o.batchSize ?? 200, limit - summary.claimed);
-    const batch = o.dryRun ? await candidatesForDryRun(ctx, o, size, seen) : await claimBatch(ctx, providers, owner, size, o, seen, passStartedAt);
+    const batch = o.dryRun
+      ? await candidatesForDryRun(ctx, o, size, seen)
+      : await claimBatch(ctx, providers, owner, size, o, seen, passStartedAt);
     if (batch.length === 0) break;
     summary.claimed += batch.length;
     seen.push(...batch.map((b) => b.id));
@@ -86,7 +100,15 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
           if (o.dryRun) {
             count(summary, await limited(() => dryDecision(ctx, provider, claimed)));
           } else {
-            count(summary, await reconcileOne(ctx, provider, claimed, { owner, history: histories!.get(claimed.id)!, write, limited }));
+            count(
+              summary,
+              await reconcileOne(ctx, provider, claimed, {
+                owner,
+                history: histories!.get(claimed.id)!,
+                write,
+                limited,
+              }),
+            );
           }
         } catch (err) {
           summary.errors.push({ id: claimed.id, error: (err as Error).message });
@@ -123,13 +145,30 @@ async function claimBatch(
   // the providers we may meet (the default when none is known yet).
   let leaseMs = 120_000;
   if (o.provider) leaseMs = (await providers(o.provider)).capabilities.leaseMs;
-  return claimForRun(ctx.db, { owner, leaseMs, now: ctx.now(), limit: size, provider: o.provider, exclude: seen, checkedBefore: passStartedAt });
+  return claimForRun(ctx.db, {
+    owner,
+    leaseMs,
+    now: ctx.now(),
+    limit: size,
+    provider: o.provider,
+    exclude: seen,
+    checkedBefore: passStartedAt,
+  });
 }
 
-async function candidatesForDryRun(ctx: CoreContext, o: RunOptions, size: number, seen: string[]): Promise<Operation[]> {
+async function candidatesForDryRun(
+  ctx: CoreContext,
+  o: RunOptions,
+  size: number,
+  seen: string[],
+): Promise<Operation[]> {
   if (seen.length) return [];
   const now = ctx.now();
-  const ops = await listOperations(ctx.db, { states: ['submitting', 'pending', 'outcome_unknown'], provider: o.provider, limit: Math.max(size, o.limit ?? 10_000) });
+  const ops = await listOperations(ctx.db, {
+    states: ['submitting', 'pending', 'outcome_unknown'],
+    provider: o.provider,
+    limit: Math.max(size, o.limit ?? 10_000),
+  });
   return ops.filter((op) => op.state !== 'submitting' || !op.lease_expires_at || op.lease_expires_at <= now).reverse();
 }
 

@@ -27,7 +27,10 @@ export function canTransition(from: State, to: State): boolean {
 export function assertTransition(id: string, from: State, to: State): void {
   if (!canTransition(from, to)) {
     const allowed = NEXT[from].length ? NEXT[from].join(', ') : 'nothing (terminal)';
-    throw new RefusedError(`operation ${id} is ${from}; it cannot become ${to} (from ${from}: ${allowed})`, 'state_machine');
+    throw new RefusedError(
+      `operation ${id} is ${from}; it cannot become ${to} (from ${from}: ${allowed})`,
+      'state_machine',
+    );
   }
 }
 

@@ -12,7 +12,12 @@ export interface Stats {
   /** Duplicate groups found by `audit duplicates` in the provider ledger index. */
   ledger_duplicate_groups: number | null;
   time_to_reconciliation_seconds: { count: number; p50: number | null; p90: number | null; p99: number | null };
-  attempts_per_operation: { operations: number; mean: number | null; max: number | null; histogram: Record<string, number> };
+  attempts_per_operation: {
+    operations: number;
+    mean: number | null;
+    max: number | null;
+    histogram: Record<string, number>;
+  };
   escalations: number;
 }
 
@@ -87,15 +92,26 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
   const ledgerGroups = Number(audited.rows[0].n) > 0 ? (await findDuplicates(q, {})).length : null;
   return {
     since,
-    unresolved: [...buckets.entries()].map(([k, count]) => {
-      const [state, age_bucket] = k.split('\u0000');
-      return { state, age_bucket, count };
-    }).sort((a, b) => a.state.localeCompare(b.state) || AGE_BUCKETS.findIndex((x) => x[0] === a.age_bucket) - AGE_BUCKETS.findIndex((x) => x[0] === b.age_bucket)),
+    unresolved: [...buckets.entries()]
+      .map(([k, count]) => {
+        const [state, age_bucket] = k.split('\u0000');
+        return { state, age_bucket, count };
+      })
+      .sort(
+        (a, b) =>
+          a.state.localeCompare(b.state) ||
+          AGE_BUCKETS.findIndex((x) => x[0] === a.age_bucket) - AGE_BUCKETS.findIndex((x) => x[0] === b.age_bucket),
+      ),
     unresolved_total: unresolved.rows.length,
     by_state: Object.fromEntries(byState.rows.map((r) => [r.state, Number(r.n)])),
     duplicate_actions: Number(dup.rows[0].n),
     ledger_duplicate_groups: ledgerGroups,
-    time_to_reconciliation_seconds: { count: ttr.length, p50: percentile(ttr, 50), p90: percentile(ttr, 90), p99: percentile(ttr, 99) },
+    time_to_reconciliation_seconds: {
+      count: ttr.length,
+      p50: percentile(ttr, 50),
+      p90: percentile(ttr, 90),
+      p99: percentile(ttr, 99),
+    },
     attempts_per_operation: { operations: ops, mean: ops ? sum / ops : null, max, histogram },
     escalations: Number(esc.rows[0].n),
   };
@@ -103,15 +119,21 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
 
 export function statsPrometheus(s: Stats): string {
   const out: string[] = [];
-  const head = (name: string, help: string, type = 'gauge') => out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+  const head = (name: string, help: string, type = 'gauge') =>
+    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
   head('recon_unresolved_operations_by_age', 'Unresolved operations by state and age bucket.');
-  for (const u of s.unresolved) out.push(`recon_unresolved_operations_by_age{state="${u.state}",age="${u.age_bucket}"} ${u.count}`);
+  for (const u of s.unresolved)
+    out.push(`recon_unresolved_operations_by_age{state="${u.state}",age="${u.age_bucket}"} ${u.count}`);
   head('recon_operations', 'Operations by state.');
   for (const [state, n] of Object.entries(s.by_state)) out.push(`recon_operations{state="${state}"} ${n}`);
   head('recon_duplicate_actions', 'Operations with several provider transactions.');
   out.push(`recon_duplicate_actions ${s.duplicate_actions}`);
   head('recon_time_to_reconciliation_seconds', 'Time from first attempt to resolution.', 'summary');
-  for (const [q, v] of [['0.5', s.time_to_reconciliation_seconds.p50], ['0.9', s.time_to_reconciliation_seconds.p90], ['0.99', s.time_to_reconciliation_seconds.p99]] as const) {
+  for (const [q, v] of [
+    ['0.5', s.time_to_reconciliation_seconds.p50],
+    ['0.9', s.time_to_reconciliation_seconds.p90],
+    ['0.99', s.time_to_reconciliation_seconds.p99],
+  ] as const) {
     if (v !== null) out.push(`recon_time_to_reconciliation_seconds{quantile="${q}"} ${v}`);
   }
   out.push(`recon_time_to_reconciliation_seconds_count ${s.time_to_reconciliation_seconds.count}`);

@@ -35,7 +35,13 @@ export async function submitOperation(
   ctx: CoreContext,
   provider: Provider,
   id: string,
-  o: { from?: 'approved' | 'outcome_unknown'; rule?: string; detail?: Record<string, unknown>; owner?: string; heldLease?: string } = {},
+  o: {
+    from?: 'approved' | 'outcome_unknown';
+    rule?: string;
+    detail?: Record<string, unknown>;
+    owner?: string;
+    heldLease?: string;
+  } = {},
 ): Promise<SubmitOutcome> {
   const claim = await claimAttempt(ctx, id, {
     owner: o.owner ?? newOwnerToken(ctx.actor),
@@ -66,7 +72,12 @@ async function send(provider: Provider, claim: AttemptClaim): Promise<SubmitResu
 }
 
 /** Phase 3: writes the result only while our lease holds (LeaseLostError otherwise). */
-export async function finishAttempt(ctx: CoreContext, provider: Provider, claim: AttemptClaim, result: SubmitResult): Promise<Operation> {
+export async function finishAttempt(
+  ctx: CoreContext,
+  provider: Provider,
+  claim: AttemptClaim,
+  result: SubmitResult,
+): Promise<Operation> {
   const now = ctx.now();
   const to = stateForSubmit(result);
   return ctx.db.transaction(async (tx) => {
@@ -100,13 +111,21 @@ export async function finishAttempt(ctx: CoreContext, provider: Provider, claim:
         claim.op.id,
         claim.attempt,
         now.toISOString(),
-        result.outcome === 'unknown' || result.outcome === 'conflict' ? 'unknown' : result.outcome === 'failed' ? 'failed' : 'confirmed',
+        result.outcome === 'unknown' || result.outcome === 'conflict'
+          ? 'unknown'
+          : result.outcome === 'failed'
+            ? 'failed'
+            : 'confirmed',
         result.error_class ?? null,
         result.provider_request_id ?? null,
       ],
     );
     if (result.txn) {
-      const r = await linkTransaction(tx, provider.name, claim.op.id, result.txn, { via: result.replayed ? 'replay' : 'response', by: ctx.actor, at: now });
+      const r = await linkTransaction(tx, provider.name, claim.op.id, result.txn, {
+        via: result.replayed ? 'replay' : 'response',
+        by: ctx.actor,
+        at: now,
+      });
       linked = r.linked;
     }
     return linked ? op : { ...op };

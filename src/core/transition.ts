@@ -25,7 +25,11 @@ export interface TransitionOptions {
 }
 
 /** Throws LeaseLostError unless `owner` holds an unexpired lease on `op`. */
-export function assertLease(op: Pick<Operation, 'id' | 'lease_owner' | 'lease_expires_at'>, owner: string, now: Date): void {
+export function assertLease(
+  op: Pick<Operation, 'id' | 'lease_owner' | 'lease_expires_at'>,
+  owner: string,
+  now: Date,
+): void {
   if (op.lease_owner !== owner || !op.lease_expires_at || op.lease_expires_at.getTime() <= now.getTime()) {
     throw new LeaseLostError(
       `lease on ${op.id} was lost (held by ${op.lease_owner ?? 'nobody'}, expires ${op.lease_expires_at?.toISOString() ?? '-'}); result not written`,
@@ -37,7 +41,12 @@ export function assertLease(op: Pick<Operation, 'id' | 'lease_owner' | 'lease_ex
  * The one way to change an operation's state: checks the move against the state machine,
  * updates the row and appends the audit event in the caller's transaction.
  */
-export async function transition(tx: Queryable, id: string, to: State, o: TransitionOptions): Promise<{ op: Operation; event: AuditEvent }> {
+export async function transition(
+  tx: Queryable,
+  id: string,
+  to: State,
+  o: TransitionOptions,
+): Promise<{ op: Operation; event: AuditEvent }> {
   const op = await lockOperation(tx, id);
   if (o.leaseOwner) assertLease(op, o.leaseOwner, o.now);
   assertTransition(id, op.state, to);
@@ -69,7 +78,10 @@ export async function transition(tx: Queryable, id: string, to: State, o: Transi
     from_state: op.state,
     to_state: to,
     rule: o.rule,
-    detail: { ...(o.detail ?? {}), ...(to === 'needs_review' && o.review_reason ? { review_reason: o.review_reason } : {}) },
+    detail: {
+      ...(o.detail ?? {}),
+      ...(to === 'needs_review' && o.review_reason ? { review_reason: o.review_reason } : {}),
+    },
   });
   return { op: rowToOperation(r.rows[0]), event };
 }
@@ -78,7 +90,14 @@ export async function transition(tx: Queryable, id: string, to: State, o: Transi
 export async function note(
   tx: Queryable,
   id: string,
-  o: { actor: string; now: Date; kind: string; rule?: string | null; detail?: Record<string, unknown>; leaseOwner?: string },
+  o: {
+    actor: string;
+    now: Date;
+    kind: string;
+    rule?: string | null;
+    detail?: Record<string, unknown>;
+    leaseOwner?: string;
+  },
 ): Promise<AuditEvent> {
   const op = await lockOperation(tx, id);
   if (o.leaseOwner) assertLease(op, o.leaseOwner, o.now);
@@ -178,7 +197,12 @@ export async function recordObservations(
   rows: { operationId: string; at: Date; result: ObservationResult; detail: Record<string, unknown> }[],
 ): Promise<void> {
   if (rows.length === 0) return;
-  const params = [rows.map((r) => r.operationId), rows.map((r) => r.at.toISOString()), rows.map((r) => r.result), rows.map((r) => JSON.stringify(r.detail))];
+  const params = [
+    rows.map((r) => r.operationId),
+    rows.map((r) => r.at.toISOString()),
+    rows.map((r) => r.result),
+    rows.map((r) => JSON.stringify(r.detail)),
+  ];
   await tx.query(
     `INSERT INTO recon.observations (operation_id, observed_at, result, detail)
      SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::jsonb[])`,

@@ -21,7 +21,16 @@ export interface OperationInput {
 }
 
 const KNOWN_FIELDS = new Set([
-  'id', 'provider', 'action', 'payload', 'idempotency_key', 'client_reference', 'subject', 'approval', 'amount', 'currency',
+  'id',
+  'provider',
+  'action',
+  'payload',
+  'idempotency_key',
+  'client_reference',
+  'subject',
+  'approval',
+  'amount',
+  'currency',
 ]);
 
 let currencies: Set<string> | null = null;
@@ -33,7 +42,9 @@ export function isCurrency(code: string): boolean {
 
 export function validateId(id: unknown, field = 'id'): string {
   if (typeof id !== 'string' || !ID_PATTERN.test(id)) {
-    throw new UsageError(`${field}: ${JSON.stringify(id)} is not a valid operation id; use 1-200 characters of A-Z a-z 0-9 . _ : -`);
+    throw new UsageError(
+      `${field}: ${JSON.stringify(id)} is not a valid operation id; use 1-200 characters of A-Z a-z 0-9 . _ : -`,
+    );
   }
   return id;
 }
@@ -49,7 +60,9 @@ function optionalString(v: unknown, field: string, max = 500): string | null {
 function validateAmount(v: unknown, field: string): number | null {
   if (v === undefined || v === null) return null;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
-    throw new UsageError(`${field}: ${JSON.stringify(v)} is not a valid amount; use a non-negative integer in minor units (e.g. 1999 for 19.99)`);
+    throw new UsageError(
+      `${field}: ${JSON.stringify(v)} is not a valid amount; use a non-negative integer in minor units (e.g. 1999 for 19.99)`,
+    );
   }
   return v;
 }
@@ -79,17 +92,25 @@ export function validateOperation(raw: unknown, providers: readonly string[], wh
     }
   }
   const id = validateId(raw.id, at('id'));
-  if (typeof raw.provider !== 'string' || !raw.provider) throw new UsageError(`${at('provider')}: required; one of: ${providers.join(', ') || '(none configured: see recon init)'}`);
+  if (typeof raw.provider !== 'string' || !raw.provider)
+    throw new UsageError(
+      `${at('provider')}: required; one of: ${providers.join(', ') || '(none configured: see recon init)'}`,
+    );
   if (!providers.includes(raw.provider)) {
-    throw new UsageError(`${at('provider')}: unknown provider "${raw.provider}"; configured: ${providers.join(', ') || 'none (create recon.config.json or set STRIPE_API_KEY)'}`);
+    throw new UsageError(
+      `${at('provider')}: unknown provider "${raw.provider}"; configured: ${providers.join(', ') || 'none (create recon.config.json or set STRIPE_API_KEY)'}`,
+    );
   }
   if (typeof raw.action !== 'string' || !/^[a-z][a-z0-9_.-]{0,63}$/.test(raw.action)) {
     throw new UsageError(`${at('action')}: required, e.g. "refund" or "shipment.create"`);
   }
-  if (!isPlainObject(raw.payload)) throw new UsageError(`${at('payload')}: required, a JSON object with what the provider is asked to do`);
+  if (!isPlainObject(raw.payload))
+    throw new UsageError(`${at('payload')}: required, a JSON object with what the provider is asked to do`);
   const size = Buffer.byteLength(JSON.stringify(raw.payload));
   if (size > MAX_PAYLOAD_BYTES) {
-    throw new UsageError(`${at('payload')}: ${size} bytes is over the 64 KiB limit; store large data elsewhere and reference it`);
+    throw new UsageError(
+      `${at('payload')}: ${size} bytes is over the 64 KiB limit; store large data elsewhere and reference it`,
+    );
   }
   const payloadAmount = validateAmount(raw.payload.amount, at('payload.amount'));
   const payloadCurrency = validateCurrency(raw.payload.currency, at('payload.currency'));
@@ -99,7 +120,9 @@ export function validateOperation(raw: unknown, providers: readonly string[], wh
     throw new UsageError(`${at('amount')}: ${amount} disagrees with payload.amount ${payloadAmount}; give one of them`);
   }
   if (currency !== null && payloadCurrency !== null && currency !== payloadCurrency) {
-    throw new UsageError(`${at('currency')}: ${currency} disagrees with payload.currency ${payloadCurrency}; give one of them`);
+    throw new UsageError(
+      `${at('currency')}: ${currency} disagrees with payload.currency ${payloadCurrency}; give one of them`,
+    );
   }
   if (raw.subject !== undefined && raw.subject !== null && !isPlainObject(raw.subject)) {
     throw new UsageError(`${at('subject')}: must be a JSON object (e.g. {"customer": "cus_1", "order": "o_9"})`);
@@ -128,7 +151,8 @@ export function validateOperation(raw: unknown, providers: readonly string[], wh
  */
 export function parseOperationsText(text: string, source: string): unknown[] {
   const trimmed = text.trim();
-  if (!trimmed) throw new UsageError(`${source}: no operations in input; give a JSON object, an array, or NDJSON lines`);
+  if (!trimmed)
+    throw new UsageError(`${source}: no operations in input; give a JSON object, an array, or NDJSON lines`);
   if (trimmed.startsWith('[')) {
     return [parseJson(trimmed, source)].flat();
   }

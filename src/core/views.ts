@@ -55,7 +55,10 @@ export function operationJson(op: Operation, txnIds: string[]): OperationJson {
 }
 
 export async function operationsJson(q: Queryable, ops: Operation[]): Promise<OperationJson[]> {
-  const txns = await txnIdsByOperation(q, ops.map((o) => o.id));
+  const txns = await txnIdsByOperation(
+    q,
+    ops.map((o) => o.id),
+  );
   return ops.map((o) => operationJson(o, txns.get(o.id) ?? []));
 }
 
@@ -77,7 +80,10 @@ export async function showOperation(q: Queryable, id: string): Promise<Operation
     eventsOf(q, id),
   ]);
   return {
-    operation: operationJson(op, txns.map((t) => t.provider_id)),
+    operation: operationJson(
+      op,
+      txns.map((t) => t.provider_id),
+    ),
     attempts,
     provider_transactions: txns,
     observations,

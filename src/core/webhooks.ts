@@ -20,7 +20,12 @@ export interface IngestResult {
  * transaction's `recon_operation_id`, else by an already-linked provider id, and applied through
  * the state machine in the same transaction as the event row.
  */
-export async function ingestWebhook(ctx: CoreContext, provider: Provider, body: string, signature: string | undefined): Promise<IngestResult> {
+export async function ingestWebhook(
+  ctx: CoreContext,
+  provider: Provider,
+  body: string,
+  signature: string | undefined,
+): Promise<IngestResult> {
   if (!provider.parseWebhook) throw new Error(`provider ${provider.name} does not accept webhooks`);
   const event = provider.parseWebhook(body, signature);
   return applyEvent(ctx, provider, event);
@@ -34,7 +39,14 @@ export async function applyEvent(ctx: CoreContext, provider: Provider, event: We
       `INSERT INTO recon.webhook_events (provider, event_id, type, received_at, last_seen_at, provider_id, payload)
        VALUES ($1, $2, $3, $4::timestamptz, $4::timestamptz, $5, $6::jsonb)
        ON CONFLICT (provider, event_id) DO NOTHING RETURNING event_id`,
-      [provider.name, event.event_id, event.type, now.toISOString(), txn?.provider_id ?? null, JSON.stringify(event.raw ?? {})],
+      [
+        provider.name,
+        event.event_id,
+        event.type,
+        now.toISOString(),
+        txn?.provider_id ?? null,
+        JSON.stringify(event.raw ?? {}),
+      ],
     );
     if (inserted.rows.length === 0) {
       const r = await tx.query<{ operation_id: string | null }>(
@@ -42,21 +54,48 @@ export async function applyEvent(ctx: CoreContext, provider: Provider, event: We
           WHERE provider = $1 AND event_id = $2 RETURNING operation_id`,
         [provider.name, event.event_id, now.toISOString()],
       );
-      return { event_id: event.event_id, type: event.type, duplicate: true, operation_id: r.rows[0]?.operation_id ?? null, effect: 'duplicate', state: null };
+      return {
+        event_id: event.event_id,
+        type: event.type,
+        duplicate: true,
+        operation_id: r.rows[0]?.operation_id ?? null,
+        effect: 'duplicate',
+        state: null,
+      };
     }
     let operationId = txn?.operation_id ?? null;
     if (!operationId && txn) {
-      const linked = await tx.query<{ operation_id: string }>('SELECT operation_id FROM recon.provider_transactions WHERE provider = $1 AND provider_id = $2', [provider.name, txn.provider_id]);
+      const linked = await tx.query<{ operation_id: string }>(
+        'SELECT operation_id FROM recon.provider_transactions WHERE provider = $1 AND provider_id = $2',
+        [provider.name, txn.provider_id],
+      );
       operationId = linked.rows[0]?.operation_id ?? null;
     }
     const op = operationId ? await findOperation(tx, operationId) : null;
     if (!op || !txn) {
-      return { event_id: event.event_id, type: event.type, duplicate: false, operation_id: null, effect: 'unmatched', state: null };
+      return {
+        event_id: event.event_id,
+        type: event.type,
+        duplicate: false,
+        operation_id: null,
+        effect: 'unmatched',
+        state: null,
+      };
     }
-    await tx.query('UPDATE recon.webhook_events SET operation_id = $3 WHERE provider = $1 AND event_id = $2', [provider.name, event.event_id, op.id]);
+    await tx.query('UPDATE recon.webhook_events SET operation_id = $3 WHERE provider = $1 AND event_id = $2', [
+      provider.name,
+      event.event_id,
+      op.id,
+    ]);
     const locked = await lockOperation(tx, op.id);
     const link = await linkTransaction(tx, provider.name, op.id, txn, { via: 'webhook', by: ctx.actor, at: now });
-    const detail = { event_id: event.event_id, type: event.type, provider_id: txn.provider_id, provider_status: txn.status, linked: link.linked };
+    const detail = {
+      event_id: event.event_id,
+      type: event.type,
+      provider_id: txn.provider_id,
+      provider_status: txn.status,
+      linked: link.linked,
+    };
     // An attempt in flight owns the operation until it finishes; the event is recorded and linked,
     // and the submitter's own result (or the next run) makes the move.
     const inFlight = locked.state === 'submitting' && locked.lease_expires_at !== null && locked.lease_expires_at > now;
@@ -70,7 +109,13 @@ export async function applyEvent(ctx: CoreContext, provider: Provider, event: We
     const from: State = locked.state === 'submitting' ? 'outcome_unknown' : locked.state;
     if (link.linked && !inFlight && locked.state !== target && canTransition(from, target)) {
       if (locked.state === 'submitting') {
-        await transition(tx, op.id, 'outcome_unknown', { actor: ctx.actor, now, kind: 'lease.expired', rule: 'lease.expired', detail: {} });
+        await transition(tx, op.id, 'outcome_unknown', {
+          actor: ctx.actor,
+          now,
+          kind: 'lease.expired',
+          rule: 'lease.expired',
+          detail: {},
+        });
       }
       await transition(tx, op.id, target, {
         actor: ctx.actor,
@@ -85,7 +130,11 @@ export async function applyEvent(ctx: CoreContext, provider: Provider, event: We
     } else {
       await note(tx, op.id, { actor: ctx.actor, now, kind: 'webhook.received', rule: null, detail });
     }
-    await tx.query('UPDATE recon.webhook_events SET applied = $3 WHERE provider = $1 AND event_id = $2', [provider.name, event.event_id, effect === 'transitioned']);
+    await tx.query('UPDATE recon.webhook_events SET applied = $3 WHERE provider = $1 AND event_id = $2', [
+      provider.name,
+      event.event_id,
+      effect === 'transitioned',
+    ]);
     return { event_id: event.event_id, type: event.type, duplicate: false, operation_id: op.id, effect, state };
   });
 }

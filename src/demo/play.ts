@@ -28,7 +28,10 @@ export async function playDemo(listener: DemoListener): Promise<DemoReport> {
     for (const s of scenes) await s.setup();
     await showList(world, listener, 'recon ops list (before recon run)');
 
-    await listener.onStep({ text: `recon run, pass 1 (inside the ${DEMO_WINDOW_MS} ms uncertainty window)`, heading: true });
+    await listener.onStep({
+      text: `recon run, pass 1 (inside the ${DEMO_WINDOW_MS} ms uncertainty window)`,
+      heading: true,
+    });
     const first = await reconcile(world, listener, 'recon run (pass 1)');
     const firstDone = Date.now();
     for (const s of scenes) await s.afterRun?.(1, first);
@@ -44,7 +47,11 @@ export async function playDemo(listener: DemoListener): Promise<DemoReport> {
     await showList(world, listener, 'recon ops list (after recon run)');
 
     await listener.onStep({ text: 'recon ops show refund:ord_1001 (incident 1)', heading: true });
-    await listener.onTable({ kind: 'show', title: 'recon ops show refund:ord_1001', detail: await showOperation(world.ctx.db, 'refund:ord_1001') });
+    await listener.onTable({
+      kind: 'show',
+      title: 'recon ops show refund:ord_1001',
+      detail: await showOperation(world.ctx.db, 'refund:ord_1001'),
+    });
 
     await listener.onStep({ text: "the end state, checked against the providers' ledgers", heading: true });
     const byNumber = [...scenes].sort((a, b) => a.stage.report.number - b.stage.report.number);
@@ -82,5 +89,10 @@ async function reconcile(world: DemoWorld, listener: DemoListener, title: string
 
 async function showList(world: DemoWorld, listener: DemoListener, title: string): Promise<void> {
   const ops = await listOperations(world.ctx.db, { limit: 50 });
-  await listener.onTable({ kind: 'operations', title, operations: await operationsJson(world.ctx.db, ops), now: world.ctx.now() });
+  await listener.onTable({
+    kind: 'operations',
+    title,
+    operations: await operationsJson(world.ctx.db, ops),
+    now: world.ctx.now(),
+  });
 }

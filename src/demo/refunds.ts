@@ -33,22 +33,36 @@ export function commitThenDrop(stage: Stage): Scene {
       await stage.say(`recorded ${id}: refund 1500 usd of ${payment_intent}, approved`);
       // Twice: stripe-node retries a closed connection once, with the same key, even with maxNetworkRetries 0.
       stripe.faults.inject({ kind: 'commit_then_drop' }, { idempotencyKey: id, times: 2 });
-      await stage.say('the provider will commit the refund, then drop the connection before answering (twice: the SDK retries once)');
+      await stage.say(
+        'the provider will commit the refund, then drop the connection before answering (twice: the SDK retries once)',
+      );
       const r = await stage.submit(id);
       await stage.say(`ops submit → ${describeOutcome(r)}: a timeout is an unknown outcome, never a failure`);
       await stage.check('submit ends in outcome_unknown', 'outcome_unknown', r.operation.state);
-      await stage.check('the refund was committed at the provider all the same', 1, stripe.refunds({ payment_intent }).length);
+      await stage.check(
+        'the refund was committed at the provider all the same',
+        1,
+        stripe.refunds({ payment_intent }).length,
+      );
     },
     async afterRun(pass, summary) {
       if (pass !== 1) return;
       const d = decisionOf(summary, id);
       await stage.say(`run 1 → ${d?.decision} [${d?.rule}]: ${d?.explanation}`);
-      await stage.check('run finds the refund and confirms it', { decision: 'confirm', state: 'confirmed' }, { decision: d?.decision, state: d?.state });
+      await stage.check(
+        'run finds the refund and confirms it',
+        { decision: 'confirm', state: 'confirmed' },
+        { decision: d?.decision, state: d?.state },
+      );
     },
     async finish() {
       const op = await getOperation(stage.world.ctx.db, id);
       await stage.say(`${id} is ${op.state} after ${op.attempt_count} attempt: found by lookup, not sent again`);
-      await stage.check('confirmed without a second attempt', { state: 'confirmed', attempt_count: 1 }, { state: op.state, attempt_count: op.attempt_count });
+      await stage.check(
+        'confirmed without a second attempt',
+        { state: 'confirmed', attempt_count: 1 },
+        { state: op.state, attempt_count: op.attempt_count },
+      );
       await stage.ledger('refunds', 1, stripe.refunds({ payment_intent: 'pi_demo_1001' }).length);
     },
   };
@@ -68,8 +82,14 @@ export function secondClick(stage: Stage): Scene {
       await stage.check('first record creates the operation', true, first.created);
       await stage.check('first submit confirms', 'confirmed', r.operation.state);
       const again = await stage.record(refund(id, payment_intent, 2000, 'DEMO-2'));
-      await stage.say(`the agent records it again, same payload → created: ${again.created}, state ${again.state}: the existing operation, unchanged`);
-      await stage.check('same id, same payload is the existing operation', { created: false, state: 'confirmed' }, { created: again.created, state: again.state });
+      await stage.say(
+        `the agent records it again, same payload → created: ${again.created}, state ${again.state}: the existing operation, unchanged`,
+      );
+      await stage.check(
+        'same id, same payload is the existing operation',
+        { created: false, state: 'confirmed' },
+        { created: again.created, state: again.state },
+      );
       const before = await getOperation(ctx.db, id);
       let refused: RefusedError | null = null;
       try {
@@ -78,10 +98,16 @@ export function secondClick(stage: Stage): Scene {
         if (!(err instanceof RefusedError)) throw err;
         refused = err;
       }
-      await stage.say(`and again with amount 2500 → ${refused ? `refused [${refused.rule}]: a changed amount is a new action` : 'accepted (wrong!)'}`);
+      await stage.say(
+        `and again with amount 2500 → ${refused ? `refused [${refused.rule}]: a changed amount is a new action` : 'accepted (wrong!)'}`,
+      );
       await stage.check('same id, changed amount is refused', 'payload_frozen', refused?.rule ?? null);
       const after = await getOperation(ctx.db, id);
-      await stage.check('nothing was written', { amount: before.amount, payload_hash: before.payload_hash }, { amount: after.amount, payload_hash: after.payload_hash });
+      await stage.check(
+        'nothing was written',
+        { amount: before.amount, payload_hash: before.payload_hash },
+        { amount: after.amount, payload_hash: after.payload_hash },
+      );
       let resubmit = 'accepted (wrong!)';
       try {
         await stage.submit(id);
@@ -107,7 +133,9 @@ export function webhookTwice(stage: Stage): Scene {
       await stage.record(refund(id, payment_intent, 3000, 'DEMO-6'));
       stripe.faults.inject({ kind: 'initial_status', status: 'pending' }, { idempotencyKey: id, times: 1 });
       const r = await stage.submit(id);
-      await stage.say(`recorded and submitted ${id} → ${describeOutcome(r)} (the provider has not settled the refund yet)`);
+      await stage.say(
+        `recorded and submitted ${id} → ${describeOutcome(r)} (the provider has not settled the refund yet)`,
+      );
       await stage.check('submit ends in pending', 'pending', r.operation.state);
       const refundId = stripe.refunds({ payment_intent })[0]?.id ?? '';
       const settled = stripe.setRefundStatus(refundId, 'succeeded');
@@ -119,8 +147,16 @@ export function webhookTwice(stage: Stage): Scene {
       await stage.say(`${event.type} ${event.id} (${refundId} succeeded) delivered → ${first.effect}, ${first.state}`);
       const second = await ingestWebhook(ctx, provider, body, stripe.signPayload(body));
       await stage.say(`the same event delivered again → ${second.effect}: recorded as seen, nothing changed`);
-      await stage.check('first delivery moves the operation', { effect: 'transitioned', state: 'confirmed' }, { effect: first.effect, state: first.state });
-      await stage.check('second delivery is a duplicate', { duplicate: true, effect: 'duplicate' }, { duplicate: second.duplicate, effect: second.effect });
+      await stage.check(
+        'first delivery moves the operation',
+        { effect: 'transitioned', state: 'confirmed' },
+        { effect: first.effect, state: first.state },
+      );
+      await stage.check(
+        'second delivery is a duplicate',
+        { duplicate: true, effect: 'duplicate' },
+        { duplicate: second.duplicate, effect: second.effect },
+      );
       const applied = await ctx.db.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM recon.audit_events WHERE operation_id = $1 AND kind = 'webhook.applied'`,
         [id],
@@ -151,16 +187,24 @@ export function oldDuplicate(stage: Stage): Scene {
         stripe.seedRefund({ payment_intent: paymentIntent, amount: 4200, currency: 'usd', created }).id,
         stripe.seedRefund({ payment_intent: paymentIntent, amount: 4200, currency: 'usd', created: created + 60 }).id,
       ];
-      await stage.say(`the provider already holds two refunds of 4200 usd on ${paymentIntent} from 30 days ago (${seeded.join(', ')})`);
+      await stage.say(
+        `the provider already holds two refunds of 4200 usd on ${paymentIntent} from 30 days ago (${seeded.join(', ')})`,
+      );
     },
     async finish() {
       const provider = await stage.world.provider('stripe');
       const scan = await scanLedger(ctx, provider, { full: true });
       const duplicates = await findDuplicates(ctx.db, { provider: 'stripe' });
-      await stage.say(`audit duplicates read ${scan.transactions} refund(s) in ${scan.pages} page(s) → ${duplicates.length} duplicate group(s)`);
+      await stage.say(
+        `audit duplicates read ${scan.transactions} refund(s) in ${scan.pages} page(s) → ${duplicates.length} duplicate group(s)`,
+      );
       await stage.table({ kind: 'duplicates', title: 'recon audit duplicates', duplicates });
       const found = duplicates.find((d) => d.transactions.some((t) => seeded.includes(t.provider_id)));
-      await stage.check('the old duplicate is listed with both refund ids', [...seeded].sort(), found?.transactions.map((t) => t.provider_id).sort() ?? []);
+      await stage.check(
+        'the old duplicate is listed with both refund ids',
+        [...seeded].sort(),
+        found?.transactions.map((t) => t.provider_id).sort() ?? [],
+      );
       await stage.check("recon's own refunds are not reported as duplicates", 1, duplicates.length);
       await stage.ledger('refunds', 2, stripe.refunds({ payment_intent: paymentIntent }).length);
     },

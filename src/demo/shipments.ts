@@ -22,12 +22,23 @@ function shipment(id: string, provider: string, order: string, approval: string)
 }
 
 /** Records and submits a shipment whose commit is hidden from lookups and whose answer is lost. */
-async function submitHidden(stage: Stage, sandbox: WarehouseSandbox, id: string, provider: string, order: string, approval: string) {
+async function submitHidden(
+  stage: Stage,
+  sandbox: WarehouseSandbox,
+  id: string,
+  provider: string,
+  order: string,
+  approval: string,
+) {
   await stage.record(shipment(id, provider, order, approval));
   sandbox.faults.inject({ kind: 'hide', ms: HIDDEN_MS, drop: true }, { idempotencyKey: id, times: 1 });
   const r = await stage.submit(id);
   await stage.check('submit ends in outcome_unknown', 'outcome_unknown', r.operation.state);
-  await stage.check('the shipment was committed at the provider', 1, sandbox.shipments({ client_reference: order }).length);
+  await stage.check(
+    'the shipment was committed at the provider',
+    1,
+    sandbox.shipments({ client_reference: order }).length,
+  );
   return r;
 }
 
@@ -39,7 +50,9 @@ export function delayedIndexing(stage: Stage): Scene {
     stage,
     async setup() {
       await stage.heading();
-      await stage.say(`recording ${id}; the warehouse will commit it, drop the connection, and not index it for a while`);
+      await stage.say(
+        `recording ${id}; the warehouse will commit it, drop the connection, and not index it for a while`,
+      );
       const r = await submitHidden(stage, warehouse, id, 'warehouse', order, 'DEMO-3');
       await stage.say(`ops submit → ${describeOutcome(r)}; the warehouse's lookup by ${order} shows nothing yet`);
     },
@@ -47,16 +60,38 @@ export function delayedIndexing(stage: Stage): Scene {
       const d = decisionOf(summary, id);
       await stage.say(`run ${pass} → ${d?.decision} [${d?.rule}]: ${d?.explanation}`);
       if (pass === 1) {
-        await stage.check('inside the window, run waits', { decision: 'wait', rule: 'not_found.window' }, { decision: d?.decision, rule: d?.rule });
+        await stage.check(
+          'inside the window, run waits',
+          { decision: 'wait', rule: 'not_found.window' },
+          { decision: d?.decision, rule: d?.rule },
+        );
       } else {
-        await stage.check('past the window, run retries and the retry confirms', { decision: 'retry', state: 'confirmed' }, { decision: d?.decision, state: d?.state });
+        await stage.check(
+          'past the window, run retries and the retry confirms',
+          { decision: 'retry', state: 'confirmed' },
+          { decision: d?.decision, state: d?.state },
+        );
       }
     },
     async finish() {
-      const [op, attempts, txns] = await Promise.all([getOperation(ctx.db, id), attemptsOf(ctx.db, id), transactionsOf(ctx.db, id)]);
-      await stage.say(`${attempts.length} attempts, both with key ${op.idempotency_key}; the warehouse replayed the first answer (${txns.map((t) => `${t.provider_id} via ${t.linked_via}`).join(', ')})`);
-      await stage.check('every attempt used the original key', [op.idempotency_key, op.idempotency_key], attempts.map((a) => a.idempotency_key));
-      await stage.check('the provider replayed its stored answer', ['replay'], txns.map((t) => t.linked_via));
+      const [op, attempts, txns] = await Promise.all([
+        getOperation(ctx.db, id),
+        attemptsOf(ctx.db, id),
+        transactionsOf(ctx.db, id),
+      ]);
+      await stage.say(
+        `${attempts.length} attempts, both with key ${op.idempotency_key}; the warehouse replayed the first answer (${txns.map((t) => `${t.provider_id} via ${t.linked_via}`).join(', ')})`,
+      );
+      await stage.check(
+        'every attempt used the original key',
+        [op.idempotency_key, op.idempotency_key],
+        attempts.map((a) => a.idempotency_key),
+      );
+      await stage.check(
+        'the provider replayed its stored answer',
+        ['replay'],
+        txns.map((t) => t.linked_via),
+      );
       await stage.ledger('shipments', 1, warehouse.shipments({ client_reference: order }).length);
     },
   };
@@ -70,7 +105,9 @@ export function keyRetentionPassed(stage: Stage): Scene {
     stage,
     async setup() {
       await stage.heading();
-      await stage.say(`recording ${id} at the legacy warehouse, which forgets idempotency keys after 1s and cannot list everything it holds`);
+      await stage.say(
+        `recording ${id} at the legacy warehouse, which forgets idempotency keys after 1s and cannot list everything it holds`,
+      );
       const r = await submitHidden(stage, legacyWarehouse, id, 'warehouse-legacy', order, 'DEMO-5');
       await stage.say(`ops submit → ${describeOutcome(r)}; committed but not visible to lookups`);
     },
@@ -78,7 +115,11 @@ export function keyRetentionPassed(stage: Stage): Scene {
       const d = decisionOf(summary, id);
       await stage.say(`run ${pass} → ${d?.decision} [${d?.rule}]: ${d?.explanation}`);
       if (pass === 1) {
-        await stage.check('inside the window, run waits', { decision: 'wait', rule: 'not_found.window' }, { decision: d?.decision, rule: d?.rule });
+        await stage.check(
+          'inside the window, run waits',
+          { decision: 'wait', rule: 'not_found.window' },
+          { decision: d?.decision, rule: d?.rule },
+        );
       } else {
         await stage.check(
           'past the key retention, run refuses to retry and asks a human',

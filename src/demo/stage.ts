@@ -136,6 +136,8 @@ export function decisionOf(summary: RunSummary, id: string) {
 }
 
 export function describeOutcome(r: SubmitOutcome): string {
-  const why = r.result.error_class ? ` (${r.result.error_class}${r.result.http_status ? ` ${r.result.http_status}` : ''})` : '';
+  const why = r.result.error_class
+    ? ` (${r.result.error_class}${r.result.http_status ? ` ${r.result.http_status}` : ''})`
+    : '';
   return `${r.operation.state}${why}`;
 }

@@ -35,7 +35,12 @@ export interface DemoWorld {
 const WAREHOUSE_TOKEN = 'wh_demo_token';
 
 function warehouseConfig(baseUrl: string, keyRetention: string): Record<string, unknown> {
-  return warehouseProviderConfig(baseUrl, WAREHOUSE_TOKEN, { keyRetention, uncertaintyWindow: `${DEMO_WINDOW_MS}ms`, timeout: '2s', lease: '4s' });
+  return warehouseProviderConfig(baseUrl, WAREHOUSE_TOKEN, {
+    keyRetention,
+    uncertaintyWindow: `${DEMO_WINDOW_MS}ms`,
+    timeout: '2s',
+    lease: '4s',
+  });
 }
 
 export async function startDemoWorld(o: { now?: () => Date } = {}): Promise<DemoWorld> {

@@ -67,7 +67,10 @@ export function parseFault(value: unknown): Fault {
   if (f.kind === 'hide' && f.drop !== undefined && typeof f.drop !== 'boolean') {
     throw new Error('fault.drop must be a boolean for hide');
   }
-  if (f.kind === 'status' && !(Number.isInteger(f.status) && (f.status as number) >= 400 && (f.status as number) < 600)) {
+  if (
+    f.kind === 'status' &&
+    !(Number.isInteger(f.status) && (f.status as number) >= 400 && (f.status as number) < 600)
+  ) {
     throw new Error('fault.status must be an HTTP error status (400–599)');
   }
   if (f.kind === 'initial_status' && typeof f.status !== 'string') {

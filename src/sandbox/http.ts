@@ -87,8 +87,7 @@ function assignPath(root: FormObject, path: string[], value: string): void {
       else {
         const existing = node[part];
         node = (typeof existing === 'object' ? existing : (node[part] = nextIsArray ? [] : {})) as
-          | FormObject
-          | FormValue[];
+          FormObject | FormValue[];
       }
     }
   }

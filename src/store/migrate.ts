@@ -61,14 +61,18 @@ export function migrationsDir(): string {
   for (;;) {
     if (fs.existsSync(path.join(dir, 'package.json'))) return path.join(dir, 'src', 'store', 'migrations');
     const parent = path.dirname(dir);
-    if (parent === dir) throw new ReconError(`cannot find recon's package root above ${fileURLToPath(import.meta.url)}`);
+    if (parent === dir)
+      throw new ReconError(`cannot find recon's package root above ${fileURLToPath(import.meta.url)}`);
     dir = parent;
   }
 }
 
 export function loadMigrations(dir: string = migrationsDir()): Migration[] {
   const migrations: Migration[] = [];
-  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.sql')).sort()) {
+  for (const file of fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.sql'))
+    .sort()) {
     const m = FILE_NAME.exec(file);
     if (!m) throw new ReconError(`migration file ${path.join(dir, file)} must be named NNNN_name.sql`);
     const version = Number(m[1]);
@@ -105,7 +109,9 @@ export async function migrate(db: Db, opts: MigrateOptions = {}): Promise<{ appl
   for (const migration of known) {
     await locked(db, lockTimeout, async (tx) => {
       // Re-read under the lock: another process may have applied it while we waited.
-      const done = await tx.query('SELECT 1 FROM recon.schema_migrations WHERE version = $1::integer', [migration.version]);
+      const done = await tx.query('SELECT 1 FROM recon.schema_migrations WHERE version = $1::integer', [
+        migration.version,
+      ]);
       if (done.rowCount > 0) return;
       try {
         await tx.query(migration.sql);

@@ -15,10 +15,7 @@ export function resolveStoreUrl(s: { flag?: string; env: NodeJS.ProcessEnv; conf
   return s.flag || s.env.RECON_DB || s.env.DATABASE_URL || s.configDb || DEFAULT_STORE_URL;
 }
 
-export type StoreTarget =
-  | { kind: 'postgres'; url: string }
-  | { kind: 'pglite'; path: string }
-  | { kind: 'memory' };
+export type StoreTarget = { kind: 'postgres'; url: string } | { kind: 'pglite'; path: string } | { kind: 'memory' };
 
 /** Validates a store URL; UsageError (exit 2) names the accepted forms. */
 export function parseStoreUrl(url: string): StoreTarget {
@@ -36,9 +33,7 @@ export function parseStoreUrl(url: string): StoreTarget {
     return { kind: 'pglite', path };
   }
   if (url === 'memory:') return { kind: 'memory' };
-  throw new UsageError(
-    `invalid --db URL ${redactUrl(url)}: use postgres://…, postgresql://…, pglite:PATH or memory:`,
-  );
+  throw new UsageError(`invalid --db URL ${redactUrl(url)}: use postgres://…, postgresql://…, pglite:PATH or memory:`);
 }
 
 export interface OpenStoreOptions {

@@ -15,7 +15,14 @@ const NUMERIC_ARRAY_OID = 1231;
 
 /** Errors that mean "we never got a usable session", as opposed to a failing statement. */
 const UNREACHABLE_ERRNOS = new Set([
-  'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE',
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
 ]);
 const UNREACHABLE_SQLSTATES = new Set([
   codes.INVALID_PASSWORD,

@@ -6,7 +6,16 @@
  */
 import fs from 'node:fs';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
-import { expectExit, freshPgStore, mkdir, round, runRecon, writeStripeConfig, type BenchContext, type Benchmark } from './lib.js';
+import {
+  expectExit,
+  freshPgStore,
+  mkdir,
+  round,
+  runRecon,
+  writeStripeConfig,
+  type BenchContext,
+  type Benchmark,
+} from './lib.js';
 
 const BASE_CREATED = Math.floor(Date.parse('2026-01-01T00:00:00Z') / 1000);
 
@@ -33,13 +42,24 @@ async function audit(ctx: BenchContext, sandbox: StripeSandbox, expected: { refu
   const store = await freshPgStore(ctx);
   await store.db.close();
   try {
-    const config = writeStripeConfig(dir, { db: store.url, apiBase: sandbox.url, apiKey: sandbox.apiKey, provider: { rateLimit: 1_000_000 } });
-    const r = await runRecon(ctx, ['audit', 'duplicates', '--full', '--json', '--provider', 'stripe', '--config', config], { cwd: dir, measureRss: true, timeoutMs: 400_000 });
+    const config = writeStripeConfig(dir, {
+      db: store.url,
+      apiBase: sandbox.url,
+      apiKey: sandbox.apiKey,
+      provider: { rateLimit: 1_000_000 },
+    });
+    const r = await runRecon(
+      ctx,
+      ['audit', 'duplicates', '--full', '--json', '--provider', 'stripe', '--config', config],
+      { cwd: dir, measureRss: true, timeoutMs: 400_000 },
+    );
     expectExit(r, 'recon audit duplicates', [8]);
     const out = JSON.parse(r.stdout) as { duplicates: unknown[]; scans: { pages: number; transactions: number }[] };
     const scan = out.scans[0]!;
     if (scan.transactions !== expected.refunds || out.duplicates.length !== expected.duplicates) {
-      throw new Error(`audit read ${scan.transactions} refunds (expected ${expected.refunds}), found ${out.duplicates.length} duplicates (expected ${expected.duplicates})`);
+      throw new Error(
+        `audit read ${scan.transactions} refunds (expected ${expected.refunds}), found ${out.duplicates.length} duplicates (expected ${expected.duplicates})`,
+      );
     }
     if (r.peakRssMb === undefined) throw new Error('no peak RSS reported by the child (is /proc mounted?)');
     return { ms: r.ms, pages: scan.pages, rssMb: r.peakRssMb };

@@ -7,7 +7,20 @@
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { startStripeSandbox } from '../../src/sandbox/stripe/server.js';
-import { dropBenchDatabases, expectExit, freshPgStore, mkdir, postgresCpuMs, round, runNode, runRecon, writeStripeConfig, type BenchContext, type Benchmark, type ChildResult } from './lib.js';
+import {
+  dropBenchDatabases,
+  expectExit,
+  freshPgStore,
+  mkdir,
+  postgresCpuMs,
+  round,
+  runNode,
+  runRecon,
+  writeStripeConfig,
+  type BenchContext,
+  type Benchmark,
+  type ChildResult,
+} from './lib.js';
 import { seedOperations, seedSandbox } from './seed.js';
 
 const WORKERS = 4;
@@ -38,7 +51,20 @@ async function bareLookups(ctx: BenchContext, o: { n: number; apiBase: string; a
   const t0 = performance.now();
   const results = await Promise.all(
     Array.from({ length: WORKERS }, (_, w) =>
-      runNode(ctx, ['--input-type=module', '-e', BARE_LOOKUPS, o.apiBase, o.apiKey, o.prefix, String(w * per), String((w + 1) * per)], { measureRss: true }),
+      runNode(
+        ctx,
+        [
+          '--input-type=module',
+          '-e',
+          BARE_LOOKUPS,
+          o.apiBase,
+          o.apiKey,
+          o.prefix,
+          String(w * per),
+          String((w + 1) * per),
+        ],
+        { measureRss: true },
+      ),
     ),
   );
   const ms = performance.now() - t0;
@@ -51,7 +77,10 @@ async function bareLookups(ctx: BenchContext, o: { n: number; apiBase: string; a
   };
 }
 
-async function pass(ctx: BenchContext, o: { prefix: string; n: number; workers: number; apiBase: string; apiKey: string }) {
+async function pass(
+  ctx: BenchContext,
+  o: { prefix: string; n: number; workers: number; apiBase: string; apiKey: string },
+) {
   const dir = mkdir(ctx, `claims-${o.prefix}`);
   const store = await freshPgStore(ctx);
   try {
@@ -66,7 +95,9 @@ async function pass(ctx: BenchContext, o: { prefix: string; n: number; workers: 
     const self0 = process.cpuUsage();
     const t0 = performance.now();
     const results: ChildResult[] = await Promise.all(
-      Array.from({ length: o.workers }, () => runRecon(ctx, ['run', '--json', '--limit', String(o.n), '--config', config], { cwd: dir, measureRss: true })),
+      Array.from({ length: o.workers }, () =>
+        runRecon(ctx, ['run', '--json', '--limit', String(o.n), '--config', config], { cwd: dir, measureRss: true }),
+      ),
     );
     const ms = performance.now() - t0;
     const self = process.cpuUsage(self0);
@@ -81,12 +112,20 @@ async function pass(ctx: BenchContext, o: { prefix: string; n: number; workers: 
     for (const [i, r] of results.entries()) {
       expectExit(r, `recon run (worker ${i + 1})`);
       const summary = JSON.parse(r.stdout) as { decisions: { id: string }[]; errors: unknown[]; confirmed: number };
-      if (summary.confirmed !== summary.decisions.length) throw new Error(`worker ${i + 1}: ${summary.decisions.length - summary.confirmed} decisions were not confirm`);
-      if (summary.errors.length) throw new Error(`worker ${i + 1}: ${summary.errors.length} errors, e.g. ${JSON.stringify(summary.errors[0])}`);
+      if (summary.confirmed !== summary.decisions.length)
+        throw new Error(`worker ${i + 1}: ${summary.decisions.length - summary.confirmed} decisions were not confirm`);
+      if (summary.errors.length)
+        throw new Error(`worker ${i + 1}: ${summary.errors.length} errors, e.g. ${JSON.stringify(summary.errors[0])}`);
       for (const d of summary.decisions) decided.set(d.id, (decided.get(d.id) ?? 0) + 1);
     }
     const doubles = [...decided.values()].filter((c) => c > 1).length;
-    return { ms, cpu, doubles, missing: o.n - decided.size, perWorker: results.map((r) => (JSON.parse(r.stdout) as { decisions: unknown[] }).decisions.length) };
+    return {
+      ms,
+      cpu,
+      doubles,
+      missing: o.n - decided.size,
+      perWorker: results.map((r) => (JSON.parse(r.stdout) as { decisions: unknown[] }).decisions.length),
+    };
   } finally {
     await store.db.close();
     await dropBenchDatabases(ctx); // so that autovacuum of this pass's rows does not run during the next
@@ -105,9 +144,23 @@ export const claims: Benchmark = {
       // starts after it may look again: a later look, not a double claim.)
       seedSandbox(sandbox, 'c', n, { every: true });
       seedSandbox(sandbox, 'b', n / WORKERS, { every: true });
-      const contended = await pass(ctx, { prefix: 'c', n, workers: WORKERS, apiBase: sandbox.url, apiKey: sandbox.apiKey });
-      ctx.log(`  ${WORKERS} workers: ${n} ops in ${Math.round(contended.ms)} ms, decisions per worker ${contended.perWorker.join('/')}`);
-      const single = await pass(ctx, { prefix: 'b', n: n / WORKERS, workers: 1, apiBase: sandbox.url, apiKey: sandbox.apiKey });
+      const contended = await pass(ctx, {
+        prefix: 'c',
+        n,
+        workers: WORKERS,
+        apiBase: sandbox.url,
+        apiKey: sandbox.apiKey,
+      });
+      ctx.log(
+        `  ${WORKERS} workers: ${n} ops in ${Math.round(contended.ms)} ms, decisions per worker ${contended.perWorker.join('/')}`,
+      );
+      const single = await pass(ctx, {
+        prefix: 'b',
+        n: n / WORKERS,
+        workers: 1,
+        apiBase: sandbox.url,
+        apiKey: sandbox.apiKey,
+      });
       const bare = await bareLookups(ctx, { n, apiBase: sandbox.url, apiKey: sandbox.apiKey, prefix: 'c' });
       ctx.log(`  ${WORKERS} processes of bare stripe-node lookups: ${round(bare.rate, 0)}/s`);
       const rate = n / (contended.ms / 1000);

@@ -115,7 +115,10 @@ export function mkdir(ctx: BenchContext, name: string): string {
 }
 
 /** A config file with one stripe provider pointed at a sandbox. */
-export function writeStripeConfig(dir: string, o: { db: string; apiBase: string; apiKey: string; provider?: Record<string, unknown> }): string {
+export function writeStripeConfig(
+  dir: string,
+  o: { db: string; apiBase: string; apiKey: string; provider?: Record<string, unknown> },
+): string {
   const file = path.join(dir, 'recon.config.json');
   const config = {
     db: o.db,
@@ -179,7 +182,11 @@ export function runNode(ctx: BenchContext, args: string[], o: ChildOptions = {})
   }
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, [...nodeArgs, ...args], { cwd: o.cwd ?? ROOT, env: cleanEnv(env), stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...nodeArgs, ...args], {
+      cwd: o.cwd ?? ROOT,
+      env: cleanEnv(env),
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -227,7 +234,11 @@ export function payloadSql(piExpr: string, amountExpr: string): { payload: strin
 export function postgresCpuMs(pgUrl: string): number | null {
   const port = new URL(pgUrl).port;
   const tmp = os.tmpdir();
-  const dir = fs.readdirSync(tmp).filter((d) => d.startsWith('recon-pg-')).map((d) => path.join(tmp, d)).find((d) => fs.existsSync(path.join(d, `.s.PGSQL.${port}`)));
+  const dir = fs
+    .readdirSync(tmp)
+    .filter((d) => d.startsWith('recon-pg-'))
+    .map((d) => path.join(tmp, d))
+    .find((d) => fs.existsSync(path.join(d, `.s.PGSQL.${port}`)));
   if (!dir) return null;
   const pidFile = path.join(dir, 'data', 'postmaster.pid');
   if (!fs.existsSync(pidFile)) return null;

@@ -11,7 +11,16 @@ import { listOperations } from '../../src/core/repo.js';
 import type { Db, Queryable } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
 import { UNRESOLVED_STATES } from '../../src/types.js';
-import { freshPgStore, median, mkdir, payloadSql, round, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
+import {
+  freshPgStore,
+  median,
+  mkdir,
+  payloadSql,
+  round,
+  type BenchContext,
+  type Benchmark,
+  type BenchRow,
+} from './lib.js';
 
 const RUNS = 20;
 
@@ -68,7 +77,9 @@ async function measure(db: Db, backend: string, rows: number): Promise<BenchRow[
     await listOperations(db, filter);
     indexed.push(performance.now() - t0);
   }
-  const plan = (await db.query<Record<string, string>>(`EXPLAIN ${sql}`, params)).rows.map((r) => Object.values(r)[0]).join('\n');
+  const plan = (await db.query<Record<string, string>>(`EXPLAIN ${sql}`, params)).rows
+    .map((r) => Object.values(r)[0])
+    .join('\n');
   const usesIndex = plan.includes('operations_unresolved_idx');
 
   const seq: number[] = [];

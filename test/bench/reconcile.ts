@@ -11,7 +11,17 @@ import { loadConfig } from '../../src/config.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { runPass, type RunSummary } from '../../src/core/run.js';
 import { startStripeSandbox } from '../../src/sandbox/stripe/server.js';
-import { expectExit, freshPgStore, mkdir, round, runRecon, writeStripeConfig, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
+import {
+  expectExit,
+  freshPgStore,
+  mkdir,
+  round,
+  runRecon,
+  writeStripeConfig,
+  type BenchContext,
+  type Benchmark,
+  type BenchRow,
+} from './lib.js';
 import { instantProvider, seedOperations, seedSandbox } from './seed.js';
 
 const SANDBOX_LIMIT = 100;
@@ -59,10 +69,13 @@ export const reconcileThroughput: Benchmark = {
       check(summary, n, 'recon run against the sandbox');
       const first = samples.find((x) => x.count > 0);
       const last = samples.find((x) => x.count >= lists()) ?? samples[samples.length - 1];
-      if (!first || !last || last.t <= first.t) throw new Error('too few samples of the sandbox counter to compute a rate');
+      if (!first || !last || last.t <= first.t)
+        throw new Error('too few samples of the sandbox counter to compute a rate');
       const rate = (last.count - first.count) / ((last.t - first.t) / 1000);
       const throttled = sandbox.stats.status[429] ?? 0;
-      ctx.log(`  recon run: ${n} ops in ${Math.round(passMs)} ms, ${lists()} list requests, ${throttled} answered 429 (and retried)`);
+      ctx.log(
+        `  recon run: ${n} ops in ${Math.round(passMs)} ms, ${lists()} list requests, ${throttled} answered 429 (and retried)`,
+      );
 
       const config = await loadConfig({ flag: configPath, env: {}, cwd: dir });
       const capabilities = config.providers.stripe!.capabilities;

@@ -6,7 +6,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { expectExit, freshPgStore, mkdir, payloadSql, round, runRecon, writeStripeConfig, type BenchContext, type Benchmark } from './lib.js';
+import {
+  expectExit,
+  freshPgStore,
+  mkdir,
+  payloadSql,
+  round,
+  runRecon,
+  writeStripeConfig,
+  type BenchContext,
+  type Benchmark,
+} from './lib.js';
 
 function ndjson(n: number): string {
   const lines: string[] = [];

@@ -35,7 +35,10 @@ function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {
   }
   if (only) {
     const unknown = only.filter((n) => !ALL.some((b) => b.name === n));
-    if (unknown.length) throw new Error(`--only: unknown benchmark ${unknown.join(', ')}; choose from ${ALL.map((b) => b.name).join(', ')}`);
+    if (unknown.length)
+      throw new Error(
+        `--only: unknown benchmark ${unknown.join(', ')}; choose from ${ALL.map((b) => b.name).join(', ')}`,
+      );
   }
   return { quick, only };
 }
@@ -46,7 +49,9 @@ function table(rows: BenchRow[]): string {
     r.name,
     `${r.value} ${r.unit}`,
     r.target,
-    r.baseline === null ? '-' : `${r.baseline} ${r.baseline_unit ?? (r.unit === 'bool' ? '' : r.unit)}${r.baseline_of ? ` (${r.baseline_of})` : ''}`.trim(),
+    r.baseline === null
+      ? '-'
+      : `${r.baseline} ${r.baseline_unit ?? (r.unit === 'bool' ? '' : r.unit)}${r.baseline_of ? ` (${r.baseline_of})` : ''}`.trim(),
     r.pass === null ? 'info' : r.pass ? 'PASS' : 'FAIL',
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
@@ -73,7 +78,16 @@ async function main(): Promise<void> {
         rows.push(...(await b.run(ctx)));
       } catch (err) {
         failures.push(`${b.name}: ${(err as Error).stack ?? err}`);
-        rows.push({ bench: b.name, name: `${b.name}: did not complete`, value: 0, unit: '', target: 'completes', baseline: null, pass: false, note: (err as Error).message });
+        rows.push({
+          bench: b.name,
+          name: `${b.name}: did not complete`,
+          value: 0,
+          unit: '',
+          target: 'completes',
+          baseline: null,
+          pass: false,
+          note: (err as Error).message,
+        });
       }
       await dropBenchDatabases(ctx);
       log(`  (${b.name}: ${Math.round((performance.now() - t0) / 1000)} s)`);
@@ -93,7 +107,18 @@ async function main(): Promise<void> {
   const out = path.join(ROOT, 'bench-results.json');
   fs.writeFileSync(
     out,
-    JSON.stringify({ mode: quick ? 'quick' : 'full', node: process.version, cpus: os.cpus().length, total_seconds: totalS, finished_at: new Date().toISOString(), rows }, null, 2) + '\n',
+    JSON.stringify(
+      {
+        mode: quick ? 'quick' : 'full',
+        node: process.version,
+        cpus: os.cpus().length,
+        total_seconds: totalS,
+        finished_at: new Date().toISOString(),
+        rows,
+      },
+      null,
+      2,
+    ) + '\n',
   );
   process.stdout.write(`wrote ${path.relative(process.cwd(), out) || out}\n`);
   if (failed) process.exitCode = 1;

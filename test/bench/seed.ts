@@ -19,7 +19,13 @@ export function seedSandbox(sandbox: StripeSandbox, prefix: string, n: number, o
   for (let i = 0; i < n; i++) {
     const payment_intent = piId(prefix, i);
     sandbox.seedPaymentIntent({ amount: AMOUNT, currency: 'usd', id: payment_intent });
-    if (o.every || i % 2 === 0) sandbox.seedRefund({ payment_intent, amount: AMOUNT, currency: 'usd', metadata: { recon_operation_id: opId(prefix, i) } });
+    if (o.every || i % 2 === 0)
+      sandbox.seedRefund({
+        payment_intent,
+        amount: AMOUNT,
+        currency: 'usd',
+        metadata: { recon_operation_id: opId(prefix, i) },
+      });
   }
 }
 
@@ -53,8 +59,15 @@ export function instantProvider(prefix: string, capabilities: ProviderCapabiliti
       const i = Number(q.operation_id!.slice(`op-${prefix}-`.length));
       if (i % 2) return { result: 'not_found', matches: [], candidates: [] };
       const txn = {
-        provider_id: `re_${prefix}_${i}`, status: 'succeeded', state: 'confirmed' as const, amount: AMOUNT, currency: 'usd',
-        operation_id: q.operation_id!, client_reference: null, group: piId(prefix, i), created: new Date(),
+        provider_id: `re_${prefix}_${i}`,
+        status: 'succeeded',
+        state: 'confirmed' as const,
+        amount: AMOUNT,
+        currency: 'usd',
+        operation_id: q.operation_id!,
+        client_reference: null,
+        group: piId(prefix, i),
+        created: new Date(),
       };
       return { result: 'found', matches: [txn], candidates: [] };
     },

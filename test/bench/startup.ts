@@ -6,7 +6,17 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { expectExit, median, mkdir, round, runNode, runRecon, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
+import {
+  expectExit,
+  median,
+  mkdir,
+  round,
+  runNode,
+  runRecon,
+  type BenchContext,
+  type Benchmark,
+  type BenchRow,
+} from './lib.js';
 
 const HEAVY = ['stripe', 'pg', '@electric-sql/pglite', '@inquirer/prompts'];
 
@@ -25,10 +35,15 @@ async function heavyLoaded(ctx: BenchContext, dir: string, args: string[], cwd: 
   fs.writeFileSync(path.join(dir, 'resolve-hook.mjs'), RESOLVE);
   const file = path.join(dir, `modules-${args.join('_').replace(/[^a-z]/gi, '')}.txt`);
   fs.rmSync(file, { force: true });
-  const r = await runRecon(ctx, args, { cwd, nodeArgs: ['--import', path.join(dir, 'register-hook.mjs')], env: { BENCH_MODULES_FILE: file } });
+  const r = await runRecon(ctx, args, {
+    cwd,
+    nodeArgs: ['--import', path.join(dir, 'register-hook.mjs')],
+    env: { BENCH_MODULES_FILE: file },
+  });
   expectExit(r, `recon ${args.join(' ')} (with the module hook)`);
   const urls = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').filter(Boolean) : [];
-  if (!urls.some((u) => u.endsWith('/bin/recon'))) throw new Error(`the module hook saw nothing: cannot check what recon ${args.join(' ')} loads`);
+  if (!urls.some((u) => u.endsWith('/bin/recon')))
+    throw new Error(`the module hook saw nothing: cannot check what recon ${args.join(' ')} loads`);
   return HEAVY.filter((pkg) => urls.some((u) => u.includes(`/node_modules/${pkg}/`)));
 }
 
@@ -39,7 +54,10 @@ export const startup: Benchmark = {
     const store = `pglite:${path.join(dir, 'db')}`;
     const runs = ctx.quick ? 6 : 12;
     // First use creates and migrates the store: not what this measures.
-    expectExit(await runRecon(ctx, ['ops', 'list', '--json', '--db', store], { cwd: dir }), 'recon ops list (creating the store)');
+    expectExit(
+      await runRecon(ctx, ['ops', 'list', '--json', '--db', store], { cwd: dir }),
+      'recon ops list (creating the store)',
+    );
     const node: number[] = [];
     const version: number[] = [];
     const list: number[] = [];

@@ -28,13 +28,34 @@ const ms = (n: number) => new Date(T0.getTime() + n);
 afterAll(() => removeTempStores());
 
 function txn(id: string, opId: string, over: Partial<ProviderTxn> = {}): ProviderTxn {
-  return { provider_id: id, status: 'succeeded', state: 'confirmed', amount: 500, currency: 'usd', operation_id: opId, client_reference: null, created: T0, ...over };
+  return {
+    provider_id: id,
+    status: 'succeeded',
+    state: 'confirmed',
+    amount: 500,
+    currency: 'usd',
+    operation_id: opId,
+    client_reference: null,
+    created: T0,
+    ...over,
+  };
 }
 
 const found = (t: ProviderTxn): LookupResult => ({ result: 'found', matches: [t], candidates: [] });
 const notFound: LookupResult = { result: 'not_found', matches: [], candidates: [] };
-const confirm = (t: ProviderTxn): Decision => ({ decision: 'confirm', rule: 'found.single', state: 'confirmed', link: [t], explanation: 'one refund' });
-const wait: Decision = { decision: 'wait', rule: 'not_found.window', state: 'outcome_unknown', explanation: 'inside the window' };
+const confirm = (t: ProviderTxn): Decision => ({
+  decision: 'confirm',
+  rule: 'found.single',
+  state: 'confirmed',
+  link: [t],
+  explanation: 'one refund',
+});
+const wait: Decision = {
+  decision: 'wait',
+  rule: 'not_found.window',
+  state: 'outcome_unknown',
+  explanation: 'inside the window',
+};
 
 describe.each(backends)('decisions in groups on $name', (backend) => {
   let db: Db;
@@ -55,15 +76,32 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
   /** outcome_unknown operations, claimed by `owner` at T0 with a one-minute lease. */
   async function claimed(ids: string[], owner = 'W'): Promise<Map<string, Operation>> {
     const ops = ids.map((id) =>
-      validateOperation({ id, provider: 'stripe', action: 'refund', payload: { payment_intent: `pi_${id}`, amount: 500, currency: 'usd' } }, ['stripe']),
+      validateOperation(
+        {
+          id,
+          provider: 'stripe',
+          action: 'refund',
+          payload: { payment_intent: `pi_${id}`, amount: 500, currency: 'usd' },
+        },
+        ['stripe'],
+      ),
     );
     await recordOperations(ctxAt(T0), ops);
-    await db.query("UPDATE recon.operations SET state = 'outcome_unknown', attempt_count = 1, first_attempt_at = $2 WHERE id = ANY($1::text[])", [ids, T0.toISOString()]);
+    await db.query(
+      "UPDATE recon.operations SET state = 'outcome_unknown', attempt_count = 1, first_attempt_at = $2 WHERE id = ANY($1::text[])",
+      [ids, T0.toISOString()],
+    );
     const got = await claimForRun(db, { owner, leaseMs: 60_000, now: T0, limit: 1000, exclude: [] });
     return new Map(got.filter((o) => ids.includes(o.id)).map((o) => [o.id, o]));
   }
 
-  const plan = (op: Operation, lookup: LookupResult, decision: Decision): PlannedDecision => ({ op, provider: 'stripe', lookup, decision, nextCheckAt: null });
+  const plan = (op: Operation, lookup: LookupResult, decision: Decision): PlannedDecision => ({
+    op,
+    provider: 'stripe',
+    lookup,
+    decision,
+    nextCheckAt: null,
+  });
 
   async function count(table: string, where: string, params: unknown[]): Promise<number> {
     const r = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM recon.${table} WHERE ${where}`, params);
@@ -74,19 +112,30 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
     const [a, b, c] = [`${prefix}-a`, `${prefix}-b`, `${prefix}-c`];
     const ops = await claimed([a, b, c]);
     // Another worker took over c's lease after ours expired.
-    await db.query("UPDATE recon.operations SET lease_owner = 'OTHER', lease_expires_at = $2 WHERE id = $1", [c, ms(120_000).toISOString()]);
+    await db.query("UPDATE recon.operations SET lease_owner = 'OTHER', lease_expires_at = $2 WHERE id = $1", [
+      c,
+      ms(120_000).toISOString(),
+    ]);
     const cEvents = await eventsOf(db, c);
 
-    const results = await applyDecisions(ctxAt(ms(1000)), [
-      plan(ops.get(a)!, found(txn(`re_${a}`, a)), confirm(txn(`re_${a}`, a))),
-      plan(ops.get(b)!, notFound, wait),
-      plan(ops.get(c)!, found(txn(`re_${c}`, c)), confirm(txn(`re_${c}`, c))),
-    ], 'W');
+    const results = await applyDecisions(
+      ctxAt(ms(1000)),
+      [
+        plan(ops.get(a)!, found(txn(`re_${a}`, a)), confirm(txn(`re_${a}`, a))),
+        plan(ops.get(b)!, notFound, wait),
+        plan(ops.get(c)!, found(txn(`re_${c}`, c)), confirm(txn(`re_${c}`, c))),
+      ],
+      'W',
+    );
 
     expect(results.map((r) => r.ok)).toEqual([true, true, false]);
     expect(!results[2]!.ok && results[2]!.error).toBeInstanceOf(LeaseLostError);
     expect(await findOperation(db, a)).toMatchObject({ state: 'confirmed', lease_owner: null, resolved_at: ms(1000) });
-    expect(await findOperation(db, b)).toMatchObject({ state: 'outcome_unknown', lease_owner: null, resolved_at: null });
+    expect(await findOperation(db, b)).toMatchObject({
+      state: 'outcome_unknown',
+      lease_owner: null,
+      resolved_at: null,
+    });
     expect(await findOperation(db, c)).toMatchObject({ state: 'outcome_unknown', lease_owner: 'OTHER' });
     // The provider transaction of a is linked; c wrote nothing at all.
     expect(await count('provider_transactions', 'operation_id = $1', [a])).toBe(1);
@@ -95,8 +144,18 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
     expect(await count('observations', 'operation_id = $1', [c])).toBe(0);
     expect(await eventsOf(db, c)).toEqual(cEvents);
     const last = (await eventsOf(db, a)).at(-1)!;
-    expect(last).toMatchObject({ kind: 'reconcile.decision', from_state: 'outcome_unknown', to_state: 'confirmed', rule: 'found.single', actor: 'test' });
-    expect((await eventsOf(db, b)).at(-1)).toMatchObject({ kind: 'reconcile.wait', from_state: 'outcome_unknown', to_state: 'outcome_unknown' });
+    expect(last).toMatchObject({
+      kind: 'reconcile.decision',
+      from_state: 'outcome_unknown',
+      to_state: 'confirmed',
+      rule: 'found.single',
+      actor: 'test',
+    });
+    expect((await eventsOf(db, b)).at(-1)).toMatchObject({
+      kind: 'reconcile.wait',
+      from_state: 'outcome_unknown',
+      to_state: 'outcome_unknown',
+    });
     expect((await verifyChains(db)).ok).toBe(true);
   });
 
@@ -105,11 +164,18 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
     const ops = await claimed([a, b]);
     // An amount that is not an integer: the bigint column refuses it, and with it the group's transaction.
     const bad = txn(`re_${b}`, b, { amount: 1.5 });
-    const results = await applyDecisions(ctxAt(ms(1000)), [
-      plan(ops.get(a)!, found(txn(`re_${a}`, a)), confirm(txn(`re_${a}`, a))),
-      plan(ops.get(b)!, found(bad), confirm(bad)),
-    ], 'W');
-    expect(results[0]).toMatchObject({ ok: true, json: { id: a, decision: 'confirm', state: 'confirmed', provider_txn_ids: [`re_${a}`] } });
+    const results = await applyDecisions(
+      ctxAt(ms(1000)),
+      [
+        plan(ops.get(a)!, found(txn(`re_${a}`, a)), confirm(txn(`re_${a}`, a))),
+        plan(ops.get(b)!, found(bad), confirm(bad)),
+      ],
+      'W',
+    );
+    expect(results[0]).toMatchObject({
+      ok: true,
+      json: { id: a, decision: 'confirm', state: 'confirmed', provider_txn_ids: [`re_${a}`] },
+    });
     expect(results[1]!.ok).toBe(false);
     expect((await findOperation(db, a))!.state).toBe('confirmed');
     expect(await findOperation(db, b)).toMatchObject({ state: 'outcome_unknown', lease_owner: 'W' });
@@ -120,12 +186,15 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
     const [a, b] = [`${prefix}-a`, `${prefix}-b`];
     const ops = await claimed([a, b]);
     const shared = txn(`re_${prefix}_shared`, a);
-    const results = await applyDecisions(ctxAt(ms(1000)), [
-      plan(ops.get(a)!, found(shared), confirm(shared)),
-      plan(ops.get(b)!, found(shared), confirm(shared)),
-    ], 'W');
+    const results = await applyDecisions(
+      ctxAt(ms(1000)),
+      [plan(ops.get(a)!, found(shared), confirm(shared)), plan(ops.get(b)!, found(shared), confirm(shared))],
+      'W',
+    );
     expect(results.every((r) => r.ok)).toBe(true);
-    const owners = await db.query('SELECT operation_id FROM recon.provider_transactions WHERE provider_id = $1', [shared.provider_id]);
+    const owners = await db.query('SELECT operation_id FROM recon.provider_transactions WHERE provider_id = $1', [
+      shared.provider_id,
+    ]);
     expect(owners.rows).toEqual([{ operation_id: a }]);
     expect(results[1]!.ok && results[1]!.json.explanation).toContain(`${shared.provider_id} is already linked to ${a}`);
     expect((await verifyChains(db)).ok).toBe(true);
@@ -135,7 +204,13 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
     const ids = Array.from({ length: 30 }, (_, i) => `${prefix}-${i}`);
     const ops = await claimed(ids);
     const write = decisionWriter(ctxAt(ms(1000)), 'W', 7);
-    const results = await Promise.all(ids.map((id, i) => (i % 3 ? write(plan(ops.get(id)!, notFound, wait)) : write(plan(ops.get(id)!, found(txn(`re_${id}`, id)), confirm(txn(`re_${id}`, id)))))));
+    const results = await Promise.all(
+      ids.map((id, i) =>
+        i % 3
+          ? write(plan(ops.get(id)!, notFound, wait))
+          : write(plan(ops.get(id)!, found(txn(`re_${id}`, id)), confirm(txn(`re_${id}`, id)))),
+      ),
+    );
     expect(results.map((r) => r.ok && r.json.id)).toEqual(ids);
     expect(results.map((r) => r.ok && r.json.decision)).toEqual(ids.map((_, i) => (i % 3 ? 'wait' : 'confirm')));
     expect(await count('operations', "id = ANY($1::text[]) AND state = 'confirmed'", [ids])).toBe(10);
@@ -146,10 +221,16 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
     const [a, b] = [`${prefix}-a`, `${prefix}-b`];
     const ops = await claimed([a, b], 'OTHER');
     // The other worker's pass decided `wait` for both at T0+1s and gave the leases back.
-    await applyDecisions(ctxAt(ms(1000)), [plan(ops.get(a)!, notFound, wait), plan(ops.get(b)!, notFound, wait)], 'OTHER');
+    await applyDecisions(
+      ctxAt(ms(1000)),
+      [plan(ops.get(a)!, notFound, wait), plan(ops.get(b)!, notFound, wait)],
+      'OTHER',
+    );
     expect((await findOperation(db, a))!.lease_owner).toBeNull();
     const mine = (since: Date) =>
-      claimForRun(db, { owner: 'ME', leaseMs: 60_000, now: ms(2000), limit: 1000, checkedBefore: since }).then((got) => got.map((o) => o.id).filter((id) => id === a || id === b));
+      claimForRun(db, { owner: 'ME', leaseMs: 60_000, now: ms(2000), limit: 1000, checkedBefore: since }).then((got) =>
+        got.map((o) => o.id).filter((id) => id === a || id === b),
+      );
     expect(await mine(ms(500))).toEqual([]);
     expect((await mine(ms(1000))).sort()).toEqual([a, b]);
   });
@@ -159,7 +240,8 @@ describe.each(backends)('migration 0003 on $name', (backend) => {
   it('a store at schema 2 gets last_checked_at from its newest observation', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-mig-'));
     try {
-      for (const f of fs.readdirSync(migrationsDir()).filter((f) => f < '0003')) fs.copyFileSync(path.join(migrationsDir(), f), path.join(dir, f));
+      for (const f of fs.readdirSync(migrationsDir()).filter((f) => f < '0003'))
+        fs.copyFileSync(path.join(migrationsDir(), f), path.join(dir, f));
       const db = await openStore(await backend.url(), { autoMigrate: false, requireCurrent: false });
       try {
         await migrate(db, { dir });
@@ -173,8 +255,13 @@ describe.each(backends)('migration 0003 on $name', (backend) => {
           [ms(1000).toISOString(), ms(5000).toISOString()],
         );
         expect((await migrate(db)).applied).toContain(3);
-        const rows = await db.query<{ id: string; last_checked_at: Date | null }>('SELECT id, last_checked_at FROM recon.operations ORDER BY id');
-        expect(rows.rows).toEqual([{ id: 'm1', last_checked_at: ms(5000) }, { id: 'm2', last_checked_at: null }]);
+        const rows = await db.query<{ id: string; last_checked_at: Date | null }>(
+          'SELECT id, last_checked_at FROM recon.operations ORDER BY id',
+        );
+        expect(rows.rows).toEqual([
+          { id: 'm1', last_checked_at: ms(5000) },
+          { id: 'm2', last_checked_at: null },
+        ]);
       } finally {
         await db.close();
       }

@@ -16,7 +16,20 @@ import type { CliResult } from '../support/cli.js';
 import { startWorld, type World } from '../support/world.js';
 
 const DAY = 86_400;
-const CSV_HEAD = ['provider', 'kind', 'key', 'provider_id', 'amount', 'currency', 'status', 'created', 'operation_id', 'client_reference', 'recon_operation', 'recon_state'];
+const CSV_HEAD = [
+  'provider',
+  'kind',
+  'key',
+  'provider_id',
+  'amount',
+  'currency',
+  'status',
+  'created',
+  'operation_id',
+  'client_reference',
+  'recon_operation',
+  'recon_state',
+];
 
 /** Deterministic pseudo-random numbers (mulberry32), so a failing ledger can be rebuilt. */
 function rng(seed: number): () => number {
@@ -30,17 +43,24 @@ function rng(seed: number): () => number {
 }
 
 function envOf(world: World): Record<string, string> {
-  return { STRIPE_API_KEY: world.stripe.apiKey, STRIPE_WEBHOOK_SECRET: world.stripe.webhookSecret, WAREHOUSE_TOKEN: 'wh_token_test' };
+  return {
+    STRIPE_API_KEY: world.stripe.apiKey,
+    STRIPE_WEBHOOK_SECRET: world.stripe.webhookSecret,
+    WAREHOUSE_TOKEN: 'wh_token_test',
+  };
 }
 
 function expectExit(r: CliResult, code: number): CliResult {
-  if (r.code !== code) throw new Error(`expected exit ${code}, got ${r.code}\nstdout: ${r.stdout.slice(0, 2000)}\nstderr: ${r.stderr}`);
+  if (r.code !== code)
+    throw new Error(`expected exit ${code}, got ${r.code}\nstdout: ${r.stdout.slice(0, 2000)}\nstderr: ${r.stderr}`);
   return r;
 }
 
 /** The reported groups as key → sorted transaction ids: what an auditor reads. */
 function groupsOf(json: any): Record<string, string[]> {
-  return Object.fromEntries(json.duplicates.map((d: any) => [d.key, d.transactions.map((t: any) => t.provider_id).sort()]));
+  return Object.fromEntries(
+    json.duplicates.map((d: any) => [d.key, d.transactions.map((t: any) => t.provider_id).sort()]),
+  );
 }
 
 /** RFC 4180 CSV (quoted cells, doubled quotes, commas and newlines inside quotes). */
@@ -67,15 +87,24 @@ function parseCsv(text: string): string[][] {
 }
 
 /** A clean background ledger: every refund has its own amount, so no two can look alike. */
-function seedBackground(world: World, n: number, o: { seed: number; charges: number; newestAgoSec: number; spanSec: number }): void {
+function seedBackground(
+  world: World,
+  n: number,
+  o: { seed: number; charges: number; newestAgoSec: number; spanSec: number },
+): void {
   const random = rng(o.seed);
   const nowSec = Math.floor(Date.now() / 1000);
-  const charges = Array.from({ length: o.charges }, () => world.stripe.seedPaymentIntent({ amount: 10_000_000, currency: 'usd' }).charge);
+  const charges = Array.from(
+    { length: o.charges },
+    () => world.stripe.seedPaymentIntent({ amount: 10_000_000, currency: 'usd' }).charge,
+  );
   for (let i = 0; i < n; i++) {
     const metadata: Record<string, string> =
-      i % 3 === 0 ? { recon_operation_id: `bg_op_${o.seed}_${i}` }
-      : i % 3 === 1 ? { recon_operation_id: `bg_op_${o.seed}_${i}`, recon_client_reference: `bg_order_${o.seed}_${i}` }
-      : {};
+      i % 3 === 0
+        ? { recon_operation_id: `bg_op_${o.seed}_${i}` }
+        : i % 3 === 1
+          ? { recon_operation_id: `bg_op_${o.seed}_${i}`, recon_client_reference: `bg_order_${o.seed}_${i}` }
+          : {};
     world.stripe.seedRefund({
       charge: charges[i % o.charges]!,
       amount: 100_000 + i,
@@ -96,15 +125,28 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
     seedBackground(world, 5_000, { seed: 7, charges: 400, newestAgoSec: DAY, spanSec: 364 * DAY });
     const nowSec = Math.floor(Date.now() / 1000);
     const charge = () => world.stripe.seedPaymentIntent({ amount: 10_000_000, currency: 'usd' }).charge;
-    const plant = (name: string, r: { charge?: string; amount: number; metadata?: Record<string, string>; ago: number }) => {
-      ids[name] = world.stripe.seedRefund({ charge: r.charge ?? charge(), amount: r.amount, currency: 'usd', metadata: r.metadata ?? {}, created: nowSec - r.ago }).id;
+    const plant = (
+      name: string,
+      r: { charge?: string; amount: number; metadata?: Record<string, string>; ago: number },
+    ) => {
+      ids[name] = world.stripe.seedRefund({
+        charge: r.charge ?? charge(),
+        amount: r.amount,
+        currency: 'usd',
+        metadata: r.metadata ?? {},
+        created: nowSec - r.ago,
+      }).id;
       return ids[name]!;
     };
     // (a) one operation, two refunds (the retry that was not deduplicated).
     plant('A1', { amount: 5001, metadata: { recon_operation_id: 'op_dup_a' }, ago: 40 * DAY });
     plant('A2', { amount: 5001, metadata: { recon_operation_id: 'op_dup_a' }, ago: 39 * DAY });
     // (b) one order, two refunds: one carries an operation id, the other none; and one with no ids at all.
-    plant('B1', { amount: 6001, metadata: { recon_client_reference: 'order_dup_b', recon_operation_id: 'op_b1' }, ago: 100 * DAY });
+    plant('B1', {
+      amount: 6001,
+      metadata: { recon_client_reference: 'order_dup_b', recon_operation_id: 'op_b1' },
+      ago: 100 * DAY,
+    });
     plant('B2', { amount: 6002, metadata: { recon_client_reference: 'order_dup_b' }, ago: 99 * DAY });
     plant('B3', { amount: 6003, metadata: { recon_client_reference: 'order_dup_b2' }, ago: 200 * DAY });
     plant('B4', { amount: 6004, metadata: { recon_client_reference: 'order_dup_b2' }, ago: 201 * DAY });
@@ -121,7 +163,12 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
     const orders = new Set<boolean>();
     for (let i = 0; orders.size < 2 || i < 2; i++) {
       const ch = charge();
-      const withId = plant(`E${i}a`, { charge: ch, amount: 4747, metadata: { recon_operation_id: `op_e${i}` }, ago: 30 * DAY + i });
+      const withId = plant(`E${i}a`, {
+        charge: ch,
+        amount: 4747,
+        metadata: { recon_operation_id: `op_e${i}` },
+        ago: 30 * DAY + i,
+      });
       const manual = plant(`E${i}b`, { charge: ch, amount: 4747, ago: 30 * DAY + i - 120 });
       orders.add(withId < manual);
       mixed[`charge:${ch}:4747`] = [withId, manual].sort();
@@ -133,8 +180,16 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
     const chLegit = charge();
     plant('L3', { charge: chLegit, amount: 4545, metadata: { recon_operation_id: 'op_l1' }, ago: 60 * DAY });
     plant('L4', { charge: chLegit, amount: 4545, metadata: { recon_operation_id: 'op_l2' }, ago: 60 * DAY - 600 });
-    plant('L5', { amount: 4646, metadata: { recon_client_reference: 'order_legit', recon_operation_id: 'op_r1' }, ago: 70 * DAY });
-    plant('L6', { amount: 4647, metadata: { recon_client_reference: 'order_legit', recon_operation_id: 'op_r2' }, ago: 70 * DAY - 60 });
+    plant('L5', {
+      amount: 4646,
+      metadata: { recon_client_reference: 'order_legit', recon_operation_id: 'op_r1' },
+      ago: 70 * DAY,
+    });
+    plant('L6', {
+      amount: 4647,
+      metadata: { recon_client_reference: 'order_legit', recon_operation_id: 'op_r2' },
+      ago: 70 * DAY - 60,
+    });
     const sorted = (...names: string[]) => names.map((n) => ids[n]!).sort();
     expected = {
       'operation_id:op_dup_a': sorted('A1', 'A2'),
@@ -160,10 +215,18 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
 
     expect(groupsOf(r.json)).toEqual(expected);
     const a = r.json.duplicates.find((d: any) => d.key === 'operation_id:op_dup_a');
-    expect(a).toMatchObject({ provider: 'stripe', kind: 'operation_id', amount_total: 10002, currency: 'usd', recon_knows: false });
+    expect(a).toMatchObject({
+      provider: 'stripe',
+      kind: 'operation_id',
+      amount_total: 10002,
+      currency: 'usd',
+      recon_knows: false,
+    });
     // Streamed: every refund read exactly once, 100 per page (the sandbox answers 400 to limit > 100).
     const pages = Math.ceil(ledgerSize / 100);
-    expect(r.json.scans).toEqual([expect.objectContaining({ provider: 'stripe', pages, transactions: ledgerSize, incremental: false, since: null })]);
+    expect(r.json.scans).toEqual([
+      expect.objectContaining({ provider: 'stripe', pages, transactions: ledgerSize, incremental: false, since: null }),
+    ]);
     expect(world.stripe.stats.listPages - pagesBefore).toBe(pages);
     expect(world.stripe.stats.status[400]).toBeUndefined();
   });
@@ -239,14 +302,25 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
 
   it('recon_knows is true once recon has linked both refunds to an operation in needs_review', async () => {
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
-    const op = { id: 'refund:ord_known', provider: 'stripe', action: 'refund', payload: { payment_intent: pi.payment_intent, amount: 1500, currency: 'usd' }, approval: 'TICKET-9' };
+    const op = {
+      id: 'refund:ord_known',
+      provider: 'stripe',
+      action: 'refund',
+      payload: { payment_intent: pi.payment_intent, amount: 1500, currency: 'usd' },
+      approval: 'TICKET-9',
+    };
     expectExit(await world.record([op]), 0);
     world.stripe.faults.inject({ kind: 'commit_then_drop' }, { idempotencyKey: op.id });
     const submitted = expectExit(await world.recon(['ops', 'submit', op.id, '--json']), 0);
     expect(submitted.json.state ?? submitted.json.operation?.state).toBe('outcome_unknown');
     world.stripe.faults.clear();
     // Someone refunded the same operation again by hand, copying its metadata.
-    const manual = world.stripe.seedRefund({ payment_intent: pi.payment_intent, amount: 1500, currency: 'usd', metadata: { recon_operation_id: op.id } });
+    const manual = world.stripe.seedRefund({
+      payment_intent: pi.payment_intent,
+      amount: 1500,
+      currency: 'usd',
+      metadata: { recon_operation_id: op.id },
+    });
     expectExit(await world.recon(['run', '--json']), 8);
     const refunds = world.stripe.refunds({ payment_intent: pi.payment_intent });
     expect(refunds).toHaveLength(2);
@@ -256,9 +330,15 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
     expect(known.transactions.map((t: any) => t.provider_id).sort()).toEqual(refunds.map((x) => x.id).sort());
     expect(known.transactions.map((t: any) => t.provider_id)).toContain(manual.id);
     expect(known.recon_knows).toBe(true);
-    expect(known.transactions.every((t: any) => t.recon_operation === op.id && t.recon_state === 'needs_review')).toBe(true);
+    expect(known.transactions.every((t: any) => t.recon_operation === op.id && t.recon_state === 'needs_review')).toBe(
+      true,
+    );
     // The same-charge pair of those two refunds is the same finding, not a second one; the old ones stay unknown to recon.
-    expect(r.json.duplicates.filter((d: any) => d.key !== `operation_id:${op.id}`).every((d: any) => d.recon_knows === false)).toBe(true);
+    expect(
+      r.json.duplicates
+        .filter((d: any) => d.key !== `operation_id:${op.id}`)
+        .every((d: any) => d.recon_knows === false),
+    ).toBe(true);
     expect(groupsOf(r.json)).toEqual({ ...expected, [`operation_id:${op.id}`]: refunds.map((x) => x.id).sort() });
   });
 });
@@ -286,7 +366,12 @@ describe.each(backends)('incremental audit on $name', (backend: Backend) => {
 
     const first = expectExit(await world.recon(['audit', 'duplicates', '--json', '--until', firstUntil]), 0);
     expect(first.json.duplicates).toEqual([]);
-    expect(first.json.scans[0]).toMatchObject({ incremental: false, transactions: 1_001, pages: 11, until: new Date(firstUntil).toISOString() });
+    expect(first.json.scans[0]).toMatchObject({
+      incremental: false,
+      transactions: 1_001,
+      pages: 11,
+      until: new Date(firstUntil).toISOString(),
+    });
 
     // New since: the duplicate of the old refund 3h after it; one created inside the overlap but indexed late; three more.
     const dup = world.stripe.seedRefund({ charge: chX, amount: 777, currency: 'usd', created: t - 2 * HOUR });
@@ -307,7 +392,12 @@ describe.each(backends)('incremental audit on $name', (backend: Backend) => {
     const full = expectExit(await world.recon(['audit', 'duplicates', '--json', '--full']), 8);
     const total = world.stripe.refunds().length;
     expect(total).toBe(1_006);
-    expect(full.json.scans[0]).toMatchObject({ incremental: false, transactions: total, pages: Math.ceil(total / 100), since: null });
+    expect(full.json.scans[0]).toMatchObject({
+      incremental: false,
+      transactions: total,
+      pages: Math.ceil(total / 100),
+      since: null,
+    });
     expect(groupsOf(full.json)).toEqual({ [`charge:${chX}:777`]: [old.id, dup.id].sort() });
   });
 
@@ -330,7 +420,9 @@ describe.each(backends)('incremental audit on $name', (backend: Backend) => {
     expect(pagesAfterOne - pagesBefore).toBe(1);
     // The refused inverted range did not move the stored window: the next audit still starts an hour before the last one.
     const next = expectExit(await world.recon(['audit', 'duplicates', '--json']), 8);
-    expect(next.json.scans[0].since).toBe(new Date(Date.parse(scansBefore.json.scans[0].until) - 3600_000).toISOString());
+    expect(next.json.scans[0].since).toBe(
+      new Date(Date.parse(scansBefore.json.scans[0].until) - 3600_000).toISOString(),
+    );
   });
 });
 
@@ -342,7 +434,13 @@ describe.each(backends)('audit duplicates over the warehouse http provider on $n
       backend,
       warehouse: true,
       warehouseConfig: {
-        fields: { id: 'id', status: 'status', idempotencyKey: 'idempotency_key', clientReference: 'client_reference', created: 'created' },
+        fields: {
+          id: 'id',
+          status: 'status',
+          idempotencyKey: 'idempotency_key',
+          clientReference: 'client_reference',
+          created: 'created',
+        },
         list: { path: '/v1/shipments?limit=100&created_gte={since}&created_lte={until}' },
       },
     });
@@ -357,10 +455,19 @@ describe.each(backends)('audit duplicates over the warehouse http provider on $n
     const nowSec = Math.floor(Date.now() / 1000);
     const random = rng(3);
     for (let i = 0; i < 250; i++) {
-      world.warehouse!.seedShipment({ client_reference: `order_w_${i}`, sku: 'BOOK-1' }, { created: nowSec - DAY - Math.floor(random() * 300 * DAY) });
+      world.warehouse!.seedShipment(
+        { client_reference: `order_w_${i}`, sku: 'BOOK-1' },
+        { created: nowSec - DAY - Math.floor(random() * 300 * DAY) },
+      );
     }
-    const a = world.warehouse!.seedShipment({ client_reference: 'order_w_dup', sku: 'BOOK-2' }, { created: nowSec - 9 * DAY });
-    const b = world.warehouse!.seedShipment({ client_reference: 'order_w_dup', sku: 'BOOK-2' }, { created: nowSec - 8 * DAY });
+    const a = world.warehouse!.seedShipment(
+      { client_reference: 'order_w_dup', sku: 'BOOK-2' },
+      { created: nowSec - 9 * DAY },
+    );
+    const b = world.warehouse!.seedShipment(
+      { client_reference: 'order_w_dup', sku: 'BOOK-2' },
+      { created: nowSec - 8 * DAY },
+    );
 
     const r = expectExit(await world.recon(['audit', 'duplicates', '--provider', 'warehouse', '--json']), 8);
     expect(groupsOf(r.json)).toEqual({ 'client_reference:order_w_dup': [a.id, b.id].sort() });

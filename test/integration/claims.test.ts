@@ -26,7 +26,13 @@ const ms = (n: number) => new Date(T0.getTime() + n);
 
 function op(id: string, approval?: string) {
   return validateOperation(
-    { id, provider: 'stripe', action: 'refund', payload: { payment_intent: 'pi_1', amount: 500, currency: 'usd' }, approval },
+    {
+      id,
+      provider: 'stripe',
+      action: 'refund',
+      payload: { payment_intent: 'pi_1', amount: 500, currency: 'usd' },
+      approval,
+    },
     ['stripe'],
   );
 }
@@ -78,9 +84,13 @@ describe.runIf(postgres)('claims on PostgreSQL from several processes', () => {
     const claimsUrl = pathToFileURL(path.join(ROOT, 'dist/src/core/claims.js')).href;
     const openUrl = pathToFileURL(path.join(ROOT, 'dist/src/store/open.js')).href;
     const workers = Array.from({ length: 4 }, (_, i) => {
-      const child = spawn(process.execPath, ['--input-type=module', '-e', WORKER, claimsUrl, openUrl, url, `worker-${i}`], {
-        stdio: ['pipe', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        process.execPath,
+        ['--input-type=module', '-e', WORKER, claimsUrl, openUrl, url, `worker-${i}`],
+        {
+          stdio: ['pipe', 'pipe', 'pipe'],
+        },
+      );
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d) => (stdout += d));
@@ -111,7 +121,9 @@ describe.runIf(postgres)('claims on PostgreSQL from several processes', () => {
     // The store agrees with what each process says it claimed.
     const check = await openStore(url);
     try {
-      const rows = await check.query<{ id: string; lease_owner: string }>('SELECT id, lease_owner FROM recon.operations');
+      const rows = await check.query<{ id: string; lease_owner: string }>(
+        'SELECT id, lease_owner FROM recon.operations',
+      );
       const ownerOf = new Map(rows.rows.map((r) => [r.id, r.lease_owner]));
       for (const r of results) for (const id of r.claimed) expect(ownerOf.get(id)).toBe(r.owner);
     } finally {
@@ -154,19 +166,40 @@ describe.each(backends)('leases on $name', (backend) => {
 
     const before = await eventsOf(db, id);
     const lost = await db
-      .transaction((tx) => transition(tx, id, 'confirmed', { actor: 'A', now: ms(1600), kind: 'run.decision', rule: 'found.single', leaseOwner: 'A' }))
+      .transaction((tx) =>
+        transition(tx, id, 'confirmed', {
+          actor: 'A',
+          now: ms(1600),
+          kind: 'run.decision',
+          rule: 'found.single',
+          leaseOwner: 'A',
+        }),
+      )
       .catch((e) => e);
     expect(lost).toBeInstanceOf(LeaseLostError);
-    const noted = await db.transaction((tx) => note(tx, id, { actor: 'A', now: ms(1600), kind: 'observation', leaseOwner: 'A' })).catch((e) => e);
+    const noted = await db
+      .transaction((tx) => note(tx, id, { actor: 'A', now: ms(1600), kind: 'observation', leaseOwner: 'A' }))
+      .catch((e) => e);
     expect(noted).toBeInstanceOf(LeaseLostError);
 
     const row = (await findOperation(db, id))!;
-    expect(row).toMatchObject({ state: 'outcome_unknown', lease_owner: 'B', lease_expires_at: ms(61_500), resolved_at: null });
+    expect(row).toMatchObject({
+      state: 'outcome_unknown',
+      lease_owner: 'B',
+      lease_expires_at: ms(61_500),
+      resolved_at: null,
+    });
     expect(await eventsOf(db, id)).toEqual(before);
 
     // The new holder can write, and the move releases its lease.
     const { op: done } = await db.transaction((tx) =>
-      transition(tx, id, 'confirmed', { actor: 'B', now: ms(1700), kind: 'run.decision', rule: 'found.single', leaseOwner: 'B' }),
+      transition(tx, id, 'confirmed', {
+        actor: 'B',
+        now: ms(1700),
+        kind: 'run.decision',
+        rule: 'found.single',
+        leaseOwner: 'B',
+      }),
     );
     expect(done).toMatchObject({ state: 'confirmed', lease_owner: null, lease_expires_at: null });
   });
@@ -175,7 +208,9 @@ describe.each(backends)('leases on $name', (backend) => {
     await unknownOp();
     await claim('A', T0);
     const err = await db
-      .transaction((tx) => transition(tx, id, 'failed', { actor: 'A', now: ms(1000), kind: 'k', rule: 'r', leaseOwner: 'A' }))
+      .transaction((tx) =>
+        transition(tx, id, 'failed', { actor: 'A', now: ms(1000), kind: 'k', rule: 'r', leaseOwner: 'A' }),
+      )
       .catch((e) => e);
     expect(err).toBeInstanceOf(LeaseLostError);
     expect((await findOperation(db, id))!.state).toBe('outcome_unknown');
@@ -183,12 +218,22 @@ describe.each(backends)('leases on $name', (backend) => {
 
   it('a submit whose lease was lost does not write its result over the newer claim', async () => {
     await recordOperations(ctxAt(T0), [op(id, 'TICKET-1')]);
-    const claimA = await claimAttempt(ctxAt(T0), id, { owner: 'A', leaseMs: 1000, from: 'approved', rule: 'submit.first_attempt' });
+    const claimA = await claimAttempt(ctxAt(T0), id, {
+      owner: 'A',
+      leaseMs: 1000,
+      from: 'approved',
+      rule: 'submit.first_attempt',
+    });
     expect(claimA).toMatchObject({ attempt: 1, owner: 'A', leaseExpiresAt: ms(1000) });
     expect((await findOperation(db, id))!).toMatchObject({ state: 'submitting', attempt_count: 1, lease_owner: 'A' });
 
     // A second submit while A holds the lease is refused.
-    const busy = await claimAttempt(ctxAt(ms(10)), id, { owner: 'X', leaseMs: 1000, from: 'approved', rule: 'submit.first_attempt' }).catch((e) => e);
+    const busy = await claimAttempt(ctxAt(ms(10)), id, {
+      owner: 'X',
+      leaseMs: 1000,
+      from: 'approved',
+      rule: 'submit.first_attempt',
+    }).catch((e) => e);
     expect(busy).toBeInstanceOf(RefusedError);
 
     // A's request outlives its lease; `recon run` (B) takes over the crashed-looking submit.
@@ -198,22 +243,46 @@ describe.each(backends)('leases on $name', (backend) => {
     const eventsBefore = await eventsOf(db, id);
     const err = await finishAttempt(ctxAt(ms(2500)), stripe, claimA, {
       outcome: 'confirmed',
-      txn: { provider_id: 're_1', status: 'succeeded', state: 'confirmed', amount: 500, currency: 'usd', operation_id: id, client_reference: null, created: T0 },
+      txn: {
+        provider_id: 're_1',
+        status: 'succeeded',
+        state: 'confirmed',
+        amount: 500,
+        currency: 'usd',
+        operation_id: id,
+        client_reference: null,
+        created: T0,
+      },
       provider_request_id: 'req_1',
     }).catch((e) => e);
     expect(err).toBeInstanceOf(LeaseLostError);
 
-    expect((await findOperation(db, id))!).toMatchObject({ state: 'submitting', lease_owner: 'B', lease_expires_at: ms(62_000), resolved_at: null });
-    const attempt = await db.query('SELECT ended_at, outcome, provider_request_id FROM recon.attempts WHERE operation_id = $1', [id]);
+    expect((await findOperation(db, id))!).toMatchObject({
+      state: 'submitting',
+      lease_owner: 'B',
+      lease_expires_at: ms(62_000),
+      resolved_at: null,
+    });
+    const attempt = await db.query(
+      'SELECT ended_at, outcome, provider_request_id FROM recon.attempts WHERE operation_id = $1',
+      [id],
+    );
     expect(attempt.rows).toEqual([{ ended_at: null, outcome: null, provider_request_id: null }]);
-    const txns = await db.query('SELECT count(*)::int AS n FROM recon.provider_transactions WHERE operation_id = $1', [id]);
+    const txns = await db.query('SELECT count(*)::int AS n FROM recon.provider_transactions WHERE operation_id = $1', [
+      id,
+    ]);
     expect(Number(txns.rows[0].n)).toBe(0);
     expect(await eventsOf(db, id)).toEqual(eventsBefore);
   });
 
   it('a submit that finishes within its lease writes the result and the attempt', async () => {
     await recordOperations(ctxAt(T0), [op(id, 'TICKET-1')]);
-    const c = await claimAttempt(ctxAt(T0), id, { owner: 'A', leaseMs: 1000, from: 'approved', rule: 'submit.first_attempt' });
+    const c = await claimAttempt(ctxAt(T0), id, {
+      owner: 'A',
+      leaseMs: 1000,
+      from: 'approved',
+      rule: 'submit.first_attempt',
+    });
     const done = await finishAttempt(ctxAt(ms(900)), stripe, c, { outcome: 'unknown', error_class: 'timeout' });
     expect(done).toMatchObject({ state: 'outcome_unknown', lease_owner: null });
     const attempt = await db.query('SELECT outcome, error_class FROM recon.attempts WHERE operation_id = $1', [id]);

@@ -87,9 +87,33 @@ describe('help and version', () => {
     };
     await walk([]);
     const expected = [
-      'init', 'db', 'db migrate', 'db status', 'ops', 'ops record', 'ops approve', 'ops submit', 'ops list', 'ops show',
-      'lookup', 'attach', 'retry', 'escalate', 'review', 'review list', 'review resolve', 'run', 'webhook',
-      'webhook ingest', 'webhook serve', 'audit', 'audit duplicates', 'audit verify', 'stats', 'sandbox', 'demo',
+      'init',
+      'db',
+      'db migrate',
+      'db status',
+      'ops',
+      'ops record',
+      'ops approve',
+      'ops submit',
+      'ops list',
+      'ops show',
+      'lookup',
+      'attach',
+      'retry',
+      'escalate',
+      'review',
+      'review list',
+      'review resolve',
+      'run',
+      'webhook',
+      'webhook ingest',
+      'webhook serve',
+      'audit',
+      'audit duplicates',
+      'audit verify',
+      'stats',
+      'sandbox',
+      'demo',
     ];
     for (const c of expected) expect(seen).toContain(c);
   });
@@ -129,7 +153,10 @@ describe('the CLI against a store and a Stripe sandbox', () => {
     storeUrl = await backend.url();
     fs.writeFileSync(
       path.join(dir, 'recon.config.json'),
-      JSON.stringify({ db: storeUrl, providers: { stripe: { type: 'stripe', apiKey: '${STRIPE_API_KEY}', apiBase: sandbox.url } } }),
+      JSON.stringify({
+        db: storeUrl,
+        providers: { stripe: { type: 'stripe', apiKey: '${STRIPE_API_KEY}', apiBase: sandbox.url } },
+      }),
     );
     cli = (args, opts = {}) => recon(args, { cwd: dir, ...opts, env: { STRIPE_API_KEY: sandbox.apiKey, ...opts.env } });
   });
@@ -141,16 +168,40 @@ describe('the CLI against a store and a Stripe sandbox', () => {
     const cases: [string, string, RegExp][] = [
       ['malformed JSON', '{"id": "bad_1", "provider": ', /^recon: stdin: malformed JSON/],
       ['malformed NDJSON line', ndjson(refund('bad_2')) + '{"id": "bad_3",\n', /^recon: stdin: line 2: malformed JSON/],
-      ['unknown provider', ndjson(refund('bad_4', { provider: 'paypal' })), /^recon: provider: unknown provider "paypal"/],
-      ['negative amount', ndjson(refund('bad_5', { payload: { payment_intent: 'pi_1', amount: -100, currency: 'usd' } })), /^recon: payload\.amount: -100/],
-      ['non-integer amount', ndjson(refund('bad_6', { payload: { payment_intent: 'pi_1', amount: 19.99, currency: 'usd' } })), /^recon: payload\.amount: 19\.99/],
-      ['unknown currency', ndjson(refund('bad_7', { payload: { payment_intent: 'pi_1', amount: 100, currency: 'usx' } })), /^recon: payload\.currency: "usx"/],
+      [
+        'unknown provider',
+        ndjson(refund('bad_4', { provider: 'paypal' })),
+        /^recon: provider: unknown provider "paypal"/,
+      ],
+      [
+        'negative amount',
+        ndjson(refund('bad_5', { payload: { payment_intent: 'pi_1', amount: -100, currency: 'usd' } })),
+        /^recon: payload\.amount: -100/,
+      ],
+      [
+        'non-integer amount',
+        ndjson(refund('bad_6', { payload: { payment_intent: 'pi_1', amount: 19.99, currency: 'usd' } })),
+        /^recon: payload\.amount: 19\.99/,
+      ],
+      [
+        'unknown currency',
+        ndjson(refund('bad_7', { payload: { payment_intent: 'pi_1', amount: 100, currency: 'usx' } })),
+        /^recon: payload\.currency: "usx"/,
+      ],
       ['bad id characters', ndjson(refund('bad id/8')), /^recon: id: "bad id\/8" is not a valid operation id/],
       ['id over 200 characters', ndjson(refund('b'.repeat(201))), /^recon: id: "b{201}"/],
-      ['oversize payload', ndjson(refund('bad_9', { payload: { amount: 1, currency: 'usd', note: 'x'.repeat(70_000) } })), /^recon: payload: \d+ bytes is over the 64 KiB limit/],
+      [
+        'oversize payload',
+        ndjson(refund('bad_9', { payload: { amount: 1, currency: 'usd', note: 'x'.repeat(70_000) } })),
+        /^recon: payload: \d+ bytes is over the 64 KiB limit/,
+      ],
       ['unknown field', ndjson(refund('bad_10', { amout: 5 })), /^recon: amout: unknown field/],
       // A good record before a bad one: the batch is refused whole.
-      ['a bad record in a batch', ndjson(refund('bad_11'), refund('bad_12', { payload: { amount: -1 } })), /^recon: stdin\[1\]: payload\.amount: -1/],
+      [
+        'a bad record in a batch',
+        ndjson(refund('bad_11'), refund('bad_12', { payload: { amount: -1 } })),
+        /^recon: stdin\[1\]: payload\.amount: -1/,
+      ],
       ['empty input', '', /^recon: stdin: no operations in input/],
     ];
 
@@ -167,7 +218,11 @@ describe('the CLI against a store and a Stripe sandbox', () => {
     it('with --json the error is one JSON document with the exit code', async () => {
       const r = await record(ndjson(refund('bad_13', { provider: 'paypal' })), ['--json']);
       expect(r.code).toBe(2);
-      expect(oneJsonDocument(r).error).toMatchObject({ exit_code: 2, type: 'UsageError', message: expect.stringMatching(/^provider: /) });
+      expect(oneJsonDocument(r).error).toMatchObject({
+        exit_code: 2,
+        type: 'UsageError',
+        message: expect.stringMatching(/^provider: /),
+      });
     });
 
     it('none of them was written', async () => {
@@ -184,7 +239,15 @@ describe('the CLI against a store and a Stripe sandbox', () => {
     expect(again.code).toBe(0);
     expect(oneJsonDocument(again)).toEqual({ operations: [{ id: 'cli_a', state: 'proposed', created: false }] });
 
-    const changed = await record(ndjson(refund('cli_b'), refund('cli_a', { client_reference: 'ord_a', payload: { payment_intent: 'pi_1', amount: 2999, currency: 'usd' } })));
+    const changed = await record(
+      ndjson(
+        refund('cli_b'),
+        refund('cli_a', {
+          client_reference: 'ord_a',
+          payload: { payment_intent: 'pi_1', amount: 2999, currency: 'usd' },
+        }),
+      ),
+    );
     expect(changed.code).toBe(4);
     expect(errorLines(changed)).toHaveLength(1);
     expect(changed.stderr).toMatch(/cli_a: payload differs/);
@@ -250,7 +313,13 @@ describe('the CLI against a store and a Stripe sandbox', () => {
   it('writes no ANSI colour when stdout is not a TTY, even without NO_COLOR', async () => {
     await record(ndjson(refund('cli_colour', { approval: 'T' })));
     const env = { NO_COLOR: undefined, FORCE_COLOR: '3' };
-    for (const args of [['ops', 'list'], ['ops', 'show', 'cli_colour'], ['--help'], ['ops', 'show', 'missing'], ['ops', 'list', '--state', 'bogus']]) {
+    for (const args of [
+      ['ops', 'list'],
+      ['ops', 'show', 'cli_colour'],
+      ['--help'],
+      ['ops', 'show', 'missing'],
+      ['ops', 'list', '--state', 'bogus'],
+    ]) {
       const r = await cli(args, { env });
       expect(r.stdout + r.stderr, args.join(' ')).not.toContain(ESC);
     }
@@ -306,7 +375,11 @@ describe.each(backends)('ops record → list → show on $name', (backend) => {
     const dir = tempDir();
     const env = { STRIPE_API_KEY: 'sk_test_unused' };
     const op = refund('flow:1', { client_reference: 'ord_flow', subject: { customer: 'cus_1' } });
-    const rec = await recon(['--db', url, 'ops', 'record', '-', '--json'], { cwd: dir, env, input: JSON.stringify(op) });
+    const rec = await recon(['--db', url, 'ops', 'record', '-', '--json'], {
+      cwd: dir,
+      env,
+      input: JSON.stringify(op),
+    });
     expect(rec.code, rec.stderr).toBe(0);
     expect(oneJsonDocument(rec)).toEqual({ operations: [{ id: 'flow:1', state: 'proposed', created: true }] });
 
@@ -332,7 +405,13 @@ describe.each(backends)('ops record → list → show on $name', (backend) => {
     const show = await recon(['--db', url, 'ops', 'show', 'flow:1', '--json'], { cwd: dir, env });
     expect(show.code, show.stderr).toBe(0);
     const detail = oneJsonDocument(show);
-    expect(Object.keys(detail).sort()).toEqual(['attempts', 'events', 'observations', 'operation', 'provider_transactions']);
+    expect(Object.keys(detail).sort()).toEqual([
+      'attempts',
+      'events',
+      'observations',
+      'operation',
+      'provider_transactions',
+    ]);
     expect(detail.operation).toMatchObject({ id: 'flow:1', state: 'proposed' });
     expect(detail.events).toHaveLength(1);
 
@@ -360,7 +439,11 @@ describe('recon init', () => {
     const status = await recon(['db', 'status', '--json'], { cwd: dir, env });
     expect(status.code, status.stderr).toBe(0);
     expect(oneJsonDocument(status)).toMatchObject({ schema_version: doc.schema_version, pending_migrations: [] });
-    const rec = await recon(['ops', 'record', '-', '--json'], { cwd: dir, env, input: JSON.stringify(refund('init_1')) });
+    const rec = await recon(['ops', 'record', '-', '--json'], {
+      cwd: dir,
+      env,
+      input: JSON.stringify(refund('init_1')),
+    });
     expect(rec.code, rec.stderr).toBe(0);
 
     const again = await recon(['init', '--json'], { cwd: dir, env });
@@ -414,7 +497,14 @@ describe('secrets are never printed', () => {
       hits++;
       const status = req.url?.startsWith('/v1/refunds?') ? 500 : 401;
       res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { type: status === 401 ? 'invalid_request_error' : 'api_error', message: `rejected ${req.headers.authorization} (key ${SECRET})` } }));
+      res.end(
+        JSON.stringify({
+          error: {
+            type: status === 401 ? 'invalid_request_error' : 'api_error',
+            message: `rejected ${req.headers.authorization} (key ${SECRET})`,
+          },
+        }),
+      );
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as AddressInfo).port;
@@ -423,10 +513,18 @@ describe('secrets are never printed', () => {
     storeUrl = await backend.url();
     fs.writeFileSync(
       path.join(dir, 'recon.config.json'),
-      JSON.stringify({ db: storeUrl, providers: { stripe: { type: 'stripe', apiKey: SECRET, apiBase: `http://127.0.0.1:${port}`, timeout: '2s', lease: '4s' } } }),
+      JSON.stringify({
+        db: storeUrl,
+        providers: {
+          stripe: { type: 'stripe', apiKey: SECRET, apiBase: `http://127.0.0.1:${port}`, timeout: '2s', lease: '4s' },
+        },
+      }),
     );
     const ids = ['sec_1', 'sec_2', 'sec_s0', 'sec_s1', 'sec_j0', 'sec_j1'];
-    const rec = await recon(['ops', 'record', '-'], { cwd: dir, input: ndjson(...ids.map((id) => refund(id, { approval: 'T' }))) });
+    const rec = await recon(['ops', 'record', '-'], {
+      cwd: dir,
+      input: ndjson(...ids.map((id) => refund(id, { approval: 'T' }))),
+    });
     expect(rec.code, rec.stderr).toBe(0);
   });
   afterAll(async () => {
@@ -439,11 +537,15 @@ describe('secrets are never printed', () => {
     ['ops submit, with --json', (n) => ['ops', 'submit', `sec_j${n}`, '--json']],
     ['lookup', () => ['lookup', 'sec_s0']],
     ['lookup by client reference', () => ['lookup', '--client-ref', 'ord_x', '--provider', 'stripe']],
-    ['run', () => ['run', '--json'], async () => {
-      // `unavailable` backs an operation off; make them due again so the second pass reaches the provider.
-      const db = await openStore(storeUrl);
-      await db.query('UPDATE recon.operations SET next_check_at = NULL').finally(() => db.close());
-    }],
+    [
+      'run',
+      () => ['run', '--json'],
+      async () => {
+        // `unavailable` backs an operation off; make them due again so the second pass reaches the provider.
+        const db = await openStore(storeUrl);
+        await db.query('UPDATE recon.operations SET next_check_at = NULL').finally(() => db.close());
+      },
+    ],
     ['attach', () => ['attach', 'sec_s0', 're_1', '--yes']],
     ['audit duplicates', () => ['audit', 'duplicates', '--json']],
   ])('%s: not on stdout or stderr, with or without DEBUG', async (_name, argsFor, before_) => {
@@ -460,7 +562,11 @@ describe('secrets are never printed', () => {
   });
 
   it('a provider that errors is "provider unavailable" (exit 5) for lookups and audits', async () => {
-    for (const args of [['lookup', 'sec_s0'], ['lookup', '--client-ref', 'ord_x', '--provider', 'stripe'], ['audit', 'duplicates', '--json']]) {
+    for (const args of [
+      ['lookup', 'sec_s0'],
+      ['lookup', '--client-ref', 'ord_x', '--provider', 'stripe'],
+      ['audit', 'duplicates', '--json'],
+    ]) {
       const r = await recon(args, { cwd: dir });
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(5);
     }

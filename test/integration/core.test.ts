@@ -21,7 +21,13 @@ const T0 = new Date('2025-03-01T10:00:00.000Z');
 
 function input(id: string, over: Partial<Record<string, unknown>> = {}): OperationInput {
   return validateOperation(
-    { id, provider: 'stripe', action: 'refund', payload: { payment_intent: 'pi_1', amount: 1999, currency: 'usd' }, ...over },
+    {
+      id,
+      provider: 'stripe',
+      action: 'refund',
+      payload: { payment_intent: 'pi_1', amount: 1999, currency: 'usd' },
+      ...over,
+    },
     ['stripe', 'warehouse'],
   );
 }
@@ -74,11 +80,23 @@ describe.each(backends)('operations core on $name', (backend) => {
         { id: 'op_b', state: 'approved', created: true },
       ]);
       const a = (await findOperation(db, 'op_a'))!;
-      expect(a).toMatchObject({ state: 'proposed', idempotency_key: 'op_a', amount: 1999, currency: 'usd', attempt_count: 0 });
+      expect(a).toMatchObject({
+        state: 'proposed',
+        idempotency_key: 'op_a',
+        amount: 1999,
+        currency: 'usd',
+        attempt_count: 0,
+      });
       expect(a.created_at.toISOString()).toBe(T0.toISOString());
       const events = await eventsOf(db, 'op_b');
       expect(events).toHaveLength(1);
-      expect(events[0]).toMatchObject({ seq: 1, kind: 'recorded', to_state: 'approved', rule: 'record.approved', actor: 'test' });
+      expect(events[0]).toMatchObject({
+        seq: 1,
+        kind: 'recorded',
+        to_state: 'approved',
+        rule: 'record.approved',
+        actor: 'test',
+      });
     });
 
     it('the second click: same id and same payload is the existing operation, unchanged', async () => {
@@ -86,7 +104,12 @@ describe.each(backends)('operations core on $name', (backend) => {
       await setState(db, 'op_a', 'outcome_unknown');
       // Key order differs: the canonical hash is the same.
       const again = validateOperation(
-        { payload: { currency: 'usd', amount: 1999, payment_intent: 'pi_1' }, action: 'refund', provider: 'stripe', id: 'op_a' },
+        {
+          payload: { currency: 'usd', amount: 1999, payment_intent: 'pi_1' },
+          action: 'refund',
+          provider: 'stripe',
+          id: 'op_a',
+        },
         ['stripe'],
       );
       const r = await recordOperations(at(new Date(T0.getTime() + 60_000)), [again]);
@@ -118,7 +141,11 @@ describe.each(backends)('operations core on $name', (backend) => {
 
     it('a batch is all or nothing: when the 3rd conflicts, the first two are not written either', async () => {
       await recordOperations(ctx, [input('op_c')]);
-      const batch = [input('op_a'), input('op_b'), input('op_c', { payload: { payment_intent: 'pi_1', amount: 1, currency: 'usd' } })];
+      const batch = [
+        input('op_a'),
+        input('op_b'),
+        input('op_c', { payload: { payment_intent: 'pi_1', amount: 1, currency: 'usd' } }),
+      ];
       await expect(recordOperations(ctx, batch)).rejects.toBeInstanceOf(RefusedError);
       expect(await findOperation(db, 'op_a')).toBeNull();
       expect(await findOperation(db, 'op_b')).toBeNull();
@@ -144,7 +171,11 @@ describe.each(backends)('operations core on $name', (backend) => {
     });
 
     it('the same id twice in one batch with different payloads refuses the batch, nothing written', async () => {
-      const batch = [input('op_a'), input('op_b'), input('op_a', { payload: { amount: 1, currency: 'usd', payment_intent: 'pi_1' } })];
+      const batch = [
+        input('op_a'),
+        input('op_b'),
+        input('op_a', { payload: { amount: 1, currency: 'usd', payment_intent: 'pi_1' } }),
+      ];
       const err = await recordOperations(ctx, batch).catch((e) => e);
       expect(err).toBeInstanceOf(RefusedError);
       expect(err.message).toMatch(/an earlier record in this input/);
@@ -208,10 +239,23 @@ describe.each(backends)('operations core on $name', (backend) => {
       for (const [i, to] of path.entries()) {
         const now = new Date((t += 1000));
         const { op, event } = await db.transaction((tx) =>
-          transition(tx, 'op_a', to, { actor: `worker-${i}`, now, kind: `step.${i}`, rule: `rule.${i}`, review_reason: 'duplicate', detail: { i } }),
+          transition(tx, 'op_a', to, {
+            actor: `worker-${i}`,
+            now,
+            kind: `step.${i}`,
+            rule: `rule.${i}`,
+            review_reason: 'duplicate',
+            detail: { i },
+          }),
         );
         expect(op.state).toBe(to);
-        expect(event).toMatchObject({ seq: i + 2, kind: `step.${i}`, to_state: to, rule: `rule.${i}`, actor: `worker-${i}` });
+        expect(event).toMatchObject({
+          seq: i + 2,
+          kind: `step.${i}`,
+          to_state: to,
+          rule: `rule.${i}`,
+          actor: `worker-${i}`,
+        });
         expect(await count(db, 'audit_events', 'operation_id = $1', ['op_a'])).toBe(i + 2);
       }
       const final = (await findOperation(db, 'op_a'))!;
@@ -219,7 +263,14 @@ describe.each(backends)('operations core on $name', (backend) => {
       expect(final.resolved_at?.getTime()).toBe(t);
       expect(final.review_reason).toBe('duplicate');
       const events = await eventsOf(db, 'op_a');
-      expect(events.map((e) => e.from_state)).toEqual([null, 'approved', 'submitting', 'outcome_unknown', 'pending', 'needs_review']);
+      expect(events.map((e) => e.from_state)).toEqual([
+        null,
+        'approved',
+        'submitting',
+        'outcome_unknown',
+        'pending',
+        'needs_review',
+      ]);
       expect(events[4]!.detail).toEqual({ i: 3, review_reason: 'duplicate' });
       for (let i = 1; i < events.length; i++) expect(events[i]!.prev_hash).toBe(events[i - 1]!.hash);
       expect((await verifyChains(db)).ok).toBe(true);
@@ -230,7 +281,12 @@ describe.each(backends)('operations core on $name', (backend) => {
       const boom = new Error('crash after transition');
       const err = await db
         .transaction(async (tx) => {
-          await transition(tx, 'op_a', 'submitting', { actor: 'test', now: new Date(T0.getTime() + 1), kind: 'k', rule: 'r' });
+          await transition(tx, 'op_a', 'submitting', {
+            actor: 'test',
+            now: new Date(T0.getTime() + 1),
+            kind: 'k',
+            rule: 'r',
+          });
           throw boom;
         })
         .catch((e) => e);
@@ -244,7 +300,13 @@ describe.each(backends)('operations core on $name', (backend) => {
       // jsonb cannot hold \u0000, so the event insert fails after the row was updated.
       const err = await db
         .transaction((tx) =>
-          transition(tx, 'op_a', 'cancelled', { actor: 'test', now: T0, kind: 'k', rule: 'r', detail: { bad: '\u0000' } }),
+          transition(tx, 'op_a', 'cancelled', {
+            actor: 'test',
+            now: T0,
+            kind: 'k',
+            rule: 'r',
+            detail: { bad: '\u0000' },
+          }),
         )
         .catch((e) => e);
       expect(err).toBeInstanceOf(Error);
@@ -265,11 +327,14 @@ describe.each(backends)('operations core on $name', (backend) => {
         ['op_6', 'submitting', 'stripe', 'ord_6'],
       ];
       for (const [i, [id, state, provider, ref]] of specs.entries()) {
-        await recordOperations(at(new Date(T0.getTime() + i * 60_000)), [input(id, { provider, client_reference: ref ?? undefined })]);
+        await recordOperations(at(new Date(T0.getTime() + i * 60_000)), [
+          input(id, { provider, client_reference: ref ?? undefined }),
+        ]);
         await setState(db, id, state);
       }
     });
-    const ids = async (f: Partial<Parameters<typeof listOperations>[1]>) => (await listOperations(db, { limit: 50, ...f })).map((o) => o.id);
+    const ids = async (f: Partial<Parameters<typeof listOperations>[1]>) =>
+      (await listOperations(db, { limit: 50, ...f })).map((o) => o.id);
 
     it('lists newest first', async () => {
       expect(await ids({})).toEqual(['op_6', 'op_5', 'op_4', 'op_3', 'op_2', 'op_1']);
@@ -291,7 +356,13 @@ describe.each(backends)('operations core on $name', (backend) => {
       expect(await ids({ clientReference: 'ord_2' })).toEqual(['op_3', 'op_2']);
     });
     it('combines filters', async () => {
-      expect(await ids({ states: [...UNRESOLVED_STATES], provider: 'stripe', createdBefore: new Date(T0.getTime() + 4 * 60_000) })).toEqual(['op_4', 'op_2']);
+      expect(
+        await ids({
+          states: [...UNRESOLVED_STATES],
+          provider: 'stripe',
+          createdBefore: new Date(T0.getTime() + 4 * 60_000),
+        }),
+      ).toEqual(['op_4', 'op_2']);
     });
     it('honours the limit', async () => {
       expect(await ids({ limit: 2 })).toEqual(['op_6', 'op_5']);
@@ -307,8 +378,28 @@ describe.each(backends)('operations core on $name', (backend) => {
     it('returns the record, attempts, transactions, observations and the timeline in the SPEC shape', async () => {
       await recordOperations(ctx, [input('op_a', { client_reference: 'ord_1', approval: 'T-1' })]);
       const detail = await showOperation(db, 'op_a');
-      expect(Object.keys(detail).sort()).toEqual(['attempts', 'events', 'observations', 'operation', 'provider_transactions']);
-      for (const f of ['id', 'provider', 'action', 'state', 'idempotency_key', 'client_reference', 'amount', 'currency', 'attempt_count', 'created_at', 'updated_at', 'provider_txn_ids', 'review_reason']) {
+      expect(Object.keys(detail).sort()).toEqual([
+        'attempts',
+        'events',
+        'observations',
+        'operation',
+        'provider_transactions',
+      ]);
+      for (const f of [
+        'id',
+        'provider',
+        'action',
+        'state',
+        'idempotency_key',
+        'client_reference',
+        'amount',
+        'currency',
+        'attempt_count',
+        'created_at',
+        'updated_at',
+        'provider_txn_ids',
+        'review_reason',
+      ]) {
         expect(detail.operation).toHaveProperty(f);
       }
       expect(detail.operation).toMatchObject({
@@ -340,10 +431,16 @@ describe.each(backends)('operations core on $name', (backend) => {
 
   describe('the audit trail', () => {
     beforeEach(async () => {
-      await recordOperations(ctx, [input('op_a', { approval: 'T' }), input('op_b', { approval: 'T' }), input('op_c', { approval: 'T' })]);
+      await recordOperations(ctx, [
+        input('op_a', { approval: 'T' }),
+        input('op_b', { approval: 'T' }),
+        input('op_c', { approval: 'T' }),
+      ]);
       for (const id of ['op_a', 'op_b', 'op_c']) {
         for (const [i, to] of (['submitting', 'outcome_unknown', 'confirmed'] as State[]).entries()) {
-          await db.transaction((tx) => transition(tx, id, to, { actor: 'w', now: new Date(T0.getTime() + (i + 1) * 1000), kind: 'k', rule: 'r' }));
+          await db.transaction((tx) =>
+            transition(tx, id, to, { actor: 'w', now: new Date(T0.getTime() + (i + 1) * 1000), kind: 'k', rule: 'r' }),
+          );
         }
       }
     });
@@ -396,15 +493,26 @@ describe.each(backends)('operations core on $name', (backend) => {
       const events = await eventsOf(db, 'op_b');
       const forged = { ...events[1]!, actor: 'mallory' };
       const hash = eventHash(forged.prev_hash, forged);
-      await tamper(`UPDATE recon.audit_events SET actor = 'mallory', hash = '${hash}' WHERE operation_id = 'op_b' AND seq = 2`);
+      await tamper(
+        `UPDATE recon.audit_events SET actor = 'mallory', hash = '${hash}' WHERE operation_id = 'op_b' AND seq = 2`,
+      );
       const r = await verifyChains(db);
-      expect(r.broken).toEqual([expect.objectContaining({ operation_id: 'op_b', seq: 3, problem: 'prev_hash_mismatch', expected: hash })]);
+      expect(r.broken).toEqual([
+        expect.objectContaining({ operation_id: 'op_b', seq: 3, problem: 'prev_hash_mismatch', expected: hash }),
+      ]);
     });
 
     it('verifies one operation on its own', async () => {
       await tamper("UPDATE recon.audit_events SET kind = 'forged' WHERE operation_id = 'op_a' AND seq = 4");
-      expect(await verifyChains(db, { operationId: 'op_b' })).toMatchObject({ ok: true, operations_checked: 1, events_checked: 4 });
-      expect(await verifyChains(db, { operationId: 'op_a' })).toMatchObject({ ok: false, broken: [expect.objectContaining({ seq: 4 })] });
+      expect(await verifyChains(db, { operationId: 'op_b' })).toMatchObject({
+        ok: true,
+        operations_checked: 1,
+        events_checked: 4,
+      });
+      expect(await verifyChains(db, { operationId: 'op_a' })).toMatchObject({
+        ok: false,
+        broken: [expect.objectContaining({ seq: 4 })],
+      });
     });
   });
 
@@ -438,7 +546,11 @@ describe.each(backends)('operations core on $name', (backend) => {
     for (const plan of plans) expect(plan).toContain('operations_unresolved_idx');
     // And the query itself returns just the unresolved ones.
     expect((await listOperations(db, { states: [...UNRESOLVED_STATES], limit: 50 })).map((o) => o.id)).toEqual([
-      'open_5', 'open_4', 'open_3', 'open_2', 'open_1',
+      'open_5',
+      'open_4',
+      'open_3',
+      'open_2',
+      'open_1',
     ]);
   });
 });

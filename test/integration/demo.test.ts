@@ -31,48 +31,61 @@ describe('recon demo', () => {
   // A store named by RECON_DB would be a real one: the demo must leave it (and ./.recon) alone.
   const run = (args: string[]) => recon(args, { cwd: dir, env: { RECON_DB: `pglite:${decoy}` }, timeoutMs: 120_000 });
 
-  it('--json: every check of every incident passes, and each provider holds exactly one side effect per action', { timeout: 150_000 }, async () => {
-    const r = await run(['demo', '--json']);
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.json, 'stdout is one JSON document').toBeDefined();
-    expect(r.json.ok).toBe(true);
-    expect(r.json.incidents.map((i: { number: number }) => i.number)).toEqual([1, 2, 3, 5, 6, 9]);
-    for (const incident of r.json.incidents) {
-      expect(incident.title).toEqual(expect.any(String));
-      expect(incident.checks.length, `incident ${incident.number} checks something`).toBeGreaterThan(0);
-      expect(incident.checks.filter((c: { ok: boolean }) => !c.ok), `incident ${incident.number}`).toEqual([]);
-      for (const c of incident.checks) expect(Object.keys(c).sort()).toEqual(['actual', 'expected', 'name', 'ok']);
-      expect(incident.ledger, `incident ${incident.number} ledger`).toEqual(EXPECTED_LEDGERS[incident.number]);
-    }
-    expect(r.json.duration_ms).toEqual(expect.any(Number));
-    expect(fs.readdirSync(dir), 'nothing written in the cwd: no .recon, no config, not the RECON_DB store').toEqual([]);
-  });
+  it(
+    '--json: every check of every incident passes, and each provider holds exactly one side effect per action',
+    { timeout: 150_000 },
+    async () => {
+      const r = await run(['demo', '--json']);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.json, 'stdout is one JSON document').toBeDefined();
+      expect(r.json.ok).toBe(true);
+      expect(r.json.incidents.map((i: { number: number }) => i.number)).toEqual([1, 2, 3, 5, 6, 9]);
+      for (const incident of r.json.incidents) {
+        expect(incident.title).toEqual(expect.any(String));
+        expect(incident.checks.length, `incident ${incident.number} checks something`).toBeGreaterThan(0);
+        expect(
+          incident.checks.filter((c: { ok: boolean }) => !c.ok),
+          `incident ${incident.number}`,
+        ).toEqual([]);
+        for (const c of incident.checks) expect(Object.keys(c).sort()).toEqual(['actual', 'expected', 'name', 'ok']);
+        expect(incident.ledger, `incident ${incident.number} ledger`).toEqual(EXPECTED_LEDGERS[incident.number]);
+      }
+      expect(r.json.duration_ms).toEqual(expect.any(Number));
+      expect(fs.readdirSync(dir), 'nothing written in the cwd: no .recon, no config, not the RECON_DB store').toEqual(
+        [],
+      );
+    },
+  );
 
-  it('human output: the steps, the ops list before and after the run, incident 1 timeline and the duplicate audit', { timeout: 150_000 }, async () => {
-    const r = await run(['demo']);
-    expect(r.code, r.stderr).toBe(0);
-    const out = r.stdout;
-    // No colour: NO_COLOR is set and stdout is not a terminal.
-    expect(out).not.toMatch(/\u001b\[/);
-    for (const n of [1, 2, 3, 5, 6, 9]) expect(out).toContain(`[${n}]`);
+  it(
+    'human output: the steps, the ops list before and after the run, incident 1 timeline and the duplicate audit',
+    { timeout: 150_000 },
+    async () => {
+      const r = await run(['demo']);
+      expect(r.code, r.stderr).toBe(0);
+      const out = r.stdout;
+      // No colour: NO_COLOR is set and stdout is not a terminal.
+      expect(out).not.toMatch(/\u001b\[/);
+      for (const n of [1, 2, 3, 5, 6, 9]) expect(out).toContain(`[${n}]`);
 
-    const before = section(out, 'recon ops list (before recon run)');
-    const after = section(out, 'recon ops list (after recon run)');
-    expect(rowOf(before, 'refund:ord_1001')).toMatch(/outcome_unknown/);
-    expect(rowOf(after, 'refund:ord_1001')).toMatch(/confirmed/);
-    expect(rowOf(before, 'ship:ord_1003')).toMatch(/outcome_unknown/);
-    expect(rowOf(after, 'ship:ord_1003')).toMatch(/confirmed/);
-    expect(rowOf(after, 'ship:ord_1005')).toMatch(/needs_review.*key_retention/);
-    expect(before).toMatch(/^id\s+provider\s+action\s+state/m);
+      const before = section(out, 'recon ops list (before recon run)');
+      const after = section(out, 'recon ops list (after recon run)');
+      expect(rowOf(before, 'refund:ord_1001')).toMatch(/outcome_unknown/);
+      expect(rowOf(after, 'refund:ord_1001')).toMatch(/confirmed/);
+      expect(rowOf(before, 'ship:ord_1003')).toMatch(/outcome_unknown/);
+      expect(rowOf(after, 'ship:ord_1003')).toMatch(/confirmed/);
+      expect(rowOf(after, 'ship:ord_1005')).toMatch(/needs_review.*key_retention/);
+      expect(before).toMatch(/^id\s+provider\s+action\s+state/m);
 
-    const show = section(out, 'recon ops show refund:ord_1001');
-    expect(show).toContain('Timeline');
-    expect(show).toMatch(/outcome_unknown → confirmed/);
+      const show = section(out, 'recon ops show refund:ord_1001');
+      expect(show).toContain('Timeline');
+      expect(show).toMatch(/outcome_unknown → confirmed/);
 
-    const audit = section(out, 'recon audit duplicates');
-    expect(audit).toMatch(/same_charge_amount.*re_\w+ re_\w+/);
-    expect(fs.readdirSync(dir)).toEqual([]);
-  });
+      const audit = section(out, 'recon audit duplicates');
+      expect(audit).toMatch(/same_charge_amount.*re_\w+ re_\w+/);
+      expect(fs.readdirSync(dir)).toEqual([]);
+    },
+  );
 });
 
 /** One `$ title` block of the demo's output, up to the next block, phase or incident heading. */

@@ -7,7 +7,15 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { openStore } from '../../src/store/open.js';
 import { backends, removeTempStores } from '../support/backends.js';
 import type { World } from '../support/world.js';
-import { expectExit, startIncidentWorld, SLOW_STORE_TIMEOUT_MS, recordOk, refundOp, show, submit } from './incidents-support.js';
+import {
+  expectExit,
+  startIncidentWorld,
+  SLOW_STORE_TIMEOUT_MS,
+  recordOk,
+  refundOp,
+  show,
+  submit,
+} from './incidents-support.js';
 
 afterAll(() => removeTempStores());
 vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
@@ -28,7 +36,12 @@ describe.each(backends)('incidents found by audits, store on $name', (backend) =
     // The duplicate from before recon: one order refunded twice, four minutes apart, no recon metadata.
     const order = sb.seedPaymentIntent({ amount: 10_000, currency: 'usd' });
     const dupA = sb.seedRefund({ payment_intent: order.payment_intent, amount: 2500, currency: 'usd', created: old });
-    const dupB = sb.seedRefund({ payment_intent: order.payment_intent, amount: 2500, currency: 'usd', created: old + 240 });
+    const dupB = sb.seedRefund({
+      payment_intent: order.payment_intent,
+      amount: 2500,
+      currency: 'usd',
+      created: old + 240,
+    });
     // Look-alikes that are not duplicates: other amounts on one charge; the same amount on another
     // charge; the same amount on one charge days apart; two refunds each carrying its own operation.
     const partial = sb.seedPaymentIntent({ amount: 10_000, currency: 'usd' });
@@ -40,8 +53,18 @@ describe.each(backends)('incidents found by audits, store on $name', (backend) =
     sb.seedRefund({ payment_intent: monthly.payment_intent, amount: 500, created: old - 4 * DAY });
     sb.seedRefund({ payment_intent: monthly.payment_intent, amount: 500, created: old });
     const twoOps = sb.seedPaymentIntent({ amount: 10_000, currency: 'usd' });
-    sb.seedRefund({ payment_intent: twoOps.payment_intent, amount: 700, created: old, metadata: { recon_operation_id: 'refund:a' } });
-    sb.seedRefund({ payment_intent: twoOps.payment_intent, amount: 700, created: old + 30, metadata: { recon_operation_id: 'refund:b' } });
+    sb.seedRefund({
+      payment_intent: twoOps.payment_intent,
+      amount: 700,
+      created: old,
+      metadata: { recon_operation_id: 'refund:a' },
+    });
+    sb.seedRefund({
+      payment_intent: twoOps.payment_intent,
+      amount: 700,
+      created: old + 30,
+      metadata: { recon_operation_id: 'refund:b' },
+    });
     const seeded = sb.refunds().length;
     expect(seeded).toBe(9);
 
@@ -49,8 +72,12 @@ describe.each(backends)('incidents found by audits, store on $name', (backend) =
     expect(first.duplicates).toHaveLength(1);
     const [dup] = first.duplicates;
     expect(dup).toMatchObject({ provider: 'stripe', kind: 'same_charge_amount', amount_total: 5000, currency: 'usd' });
-    expect(dup.transactions.map((t: { provider_id: string }) => t.provider_id).sort()).toEqual([dupA.id, dupB.id].sort());
-    expect(first.scans).toEqual([expect.objectContaining({ provider: 'stripe', transactions: seeded, incremental: false })]);
+    expect(dup.transactions.map((t: { provider_id: string }) => t.provider_id).sort()).toEqual(
+      [dupA.id, dupB.id].sort(),
+    );
+    expect(first.scans).toEqual([
+      expect.objectContaining({ provider: 'stripe', transactions: seeded, incremental: false }),
+    ]);
 
     // One new refund since: the next audit reads only it, and still reports the old duplicate.
     const fresh = sb.seedPaymentIntent({ amount: 10_000, currency: 'usd' });
@@ -63,7 +90,10 @@ describe.each(backends)('incidents found by audits, store on $name', (backend) =
   it('10. an audit row edited through SQL: UPDATE, DELETE and TRUNCATE are refused; a row changed behind the trigger is found by audit verify', async () => {
     world = await startIncidentWorld({ backend });
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
-    await recordOk(world, [refundOp('refund:ord_10', pi.payment_intent, 1000), refundOp('refund:ord_10b', pi.payment_intent, 500)]);
+    await recordOk(world, [
+      refundOp('refund:ord_10', pi.payment_intent, 1000),
+      refundOp('refund:ord_10b', pi.payment_intent, 500),
+    ]);
     expect((await submit(world, 'refund:ord_10')).state).toBe('confirmed');
     const events = (await show(world, 'refund:ord_10')).events;
     expect(events.length).toBeGreaterThanOrEqual(3);
@@ -73,16 +103,27 @@ describe.each(backends)('incidents found by audits, store on $name', (backend) =
     // Every CLI process has exited: the embedded store may be opened here (one process at a time).
     const db = await openStore(world.storeUrl);
     try {
-      const count = async () => Number((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_events')).rows[0]!.n);
+      const count = async () =>
+        Number((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_events')).rows[0]!.n);
       const before = await count();
-      await expect(db.query(`UPDATE recon.audit_events SET detail = '{"edited":true}'::jsonb WHERE operation_id = $1 AND seq = 2`, ['refund:ord_10'])).rejects.toThrow(/append-only/);
-      await expect(db.query('DELETE FROM recon.audit_events WHERE operation_id = $1', ['refund:ord_10'])).rejects.toThrow(/append-only/);
+      await expect(
+        db.query(
+          `UPDATE recon.audit_events SET detail = '{"edited":true}'::jsonb WHERE operation_id = $1 AND seq = 2`,
+          ['refund:ord_10'],
+        ),
+      ).rejects.toThrow(/append-only/);
+      await expect(
+        db.query('DELETE FROM recon.audit_events WHERE operation_id = $1', ['refund:ord_10']),
+      ).rejects.toThrow(/append-only/);
       await expect(db.query('TRUNCATE recon.audit_events')).rejects.toThrow(/append-only/);
       expect(await count()).toBe(before);
 
       // An owner who switches the triggers off can still change a row; the hash chain shows it.
       await db.query('ALTER TABLE recon.audit_events DISABLE TRIGGER USER');
-      await db.query(`UPDATE recon.audit_events SET detail = detail || '{"amount":1}'::jsonb WHERE operation_id = $1 AND seq = 2`, ['refund:ord_10']);
+      await db.query(
+        `UPDATE recon.audit_events SET detail = detail || '{"amount":1}'::jsonb WHERE operation_id = $1 AND seq = 2`,
+        ['refund:ord_10'],
+      );
       await db.query('ALTER TABLE recon.audit_events ENABLE TRIGGER USER');
       await expect(db.query('DELETE FROM recon.audit_events')).rejects.toThrow(/append-only/);
     } finally {
@@ -92,7 +133,9 @@ describe.each(backends)('incidents found by audits, store on $name', (backend) =
     const verify = expectExit(await world.recon(['audit', 'verify', '--json']), 4).json;
     expect(verify.ok).toBe(false);
     expect(verify.operations_checked).toBe(2);
-    expect(verify.broken).toEqual([expect.objectContaining({ operation_id: 'refund:ord_10', seq: 2, problem: 'hash_mismatch' })]);
+    expect(verify.broken).toEqual([
+      expect.objectContaining({ operation_id: 'refund:ord_10', seq: 2, problem: 'hash_mismatch' }),
+    ]);
     expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
   });
 });

@@ -13,7 +13,18 @@ import { backends, removeTempStores } from '../support/backends.js';
 import { collect, type CliResult } from '../support/cli.js';
 import type { World } from '../support/world.js';
 import {
-  expectExit, startIncidentWorld, PAST_WINDOW_MS, SLOW_STORE_TIMEOUT_MS, recordOk, refundOp, run, shipmentOp, show, sleep, submit, type RunJson,
+  expectExit,
+  startIncidentWorld,
+  PAST_WINDOW_MS,
+  SLOW_STORE_TIMEOUT_MS,
+  recordOk,
+  refundOp,
+  run,
+  shipmentOp,
+  show,
+  sleep,
+  submit,
+  type RunJson,
 } from './incidents-support.js';
 
 afterAll(() => removeTempStores());
@@ -31,7 +42,10 @@ async function freePort(): Promise<number> {
 async function duplicateCount(world: World, eventId: string): Promise<number | undefined> {
   const db = await openStore(world.storeUrl);
   try {
-    const r = await db.query<{ duplicate_count: number }>('SELECT duplicate_count FROM recon.webhook_events WHERE provider = $1 AND event_id = $2', ['stripe', eventId]);
+    const r = await db.query<{ duplicate_count: number }>(
+      'SELECT duplicate_count FROM recon.webhook_events WHERE provider = $1 AND event_id = $2',
+      ['stripe', eventId],
+    );
     return r.rows[0] ? Number(r.rows[0].duplicate_count) : undefined;
   } finally {
     await db.close();
@@ -57,20 +71,26 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
 
     const early = await run(world);
     expect(early.code).toBe(0);
-    expect(early.summary.decisions).toEqual([expect.objectContaining({ id: 'ship:ord_3', decision: 'wait', rule: 'not_found.window' })]);
+    expect(early.summary.decisions).toEqual([
+      expect.objectContaining({ id: 'ship:ord_3', decision: 'wait', rule: 'not_found.window' }),
+    ]);
     expect(warehouse.shipments()).toHaveLength(1);
 
     await sleep(PAST_WINDOW_MS);
     const late = await run(world);
     expect(late.code).toBe(0);
-    expect(late.summary.decisions).toEqual([expect.objectContaining({ id: 'ship:ord_3', decision: 'retry', rule: 'not_found.retry', state: 'confirmed' })]);
+    expect(late.summary.decisions).toEqual([
+      expect.objectContaining({ id: 'ship:ord_3', decision: 'retry', rule: 'not_found.retry', state: 'confirmed' }),
+    ]);
 
     const ledger = warehouse.shipments();
     expect(ledger).toHaveLength(1);
     const detail = await show(world, 'ship:ord_3');
     expect(detail.operation.state).toBe('confirmed');
     expect(detail.attempts.map((a) => a.idempotency_key)).toEqual(['ship:ord_3', 'ship:ord_3']);
-    expect(detail.provider_transactions).toEqual([expect.objectContaining({ provider_id: ledger[0]!.id, linked_via: 'replay' })]);
+    expect(detail.provider_transactions).toEqual([
+      expect.objectContaining({ provider_id: ledger[0]!.id, linked_via: 'replay' }),
+    ]);
     expect(detail.observations.map((o) => o.result)).toEqual(['not_found', 'not_found']);
   });
 
@@ -83,7 +103,9 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     const event = world.stripe.eventFor('refund.updated', world.stripe.setRefundStatus(refund!.id, 'succeeded'));
     const body = JSON.stringify(event);
     const ingest = (payload: string, signature: string) =>
-      world!.recon(['webhook', 'ingest', '-', '--provider', 'stripe', '--signature', signature, '--json'], { input: payload });
+      world!.recon(['webhook', 'ingest', '-', '--provider', 'stripe', '--signature', signature, '--json'], {
+        input: payload,
+      });
 
     // A forged delivery first: refused (exit 2) and not recorded, so the genuine one is not a duplicate.
     const forged = await ingest(body, world.stripe.signPayload(body).replace(/v1=[0-9a-f]{4}/, 'v1=0000'));
@@ -92,7 +114,13 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     expect((await show(world, 'refund:ord_6')).operation.state).toBe('pending');
 
     const first = expectExit(await ingest(body, world.stripe.signPayload(body)), 0).json;
-    expect(first).toMatchObject({ event_id: event.id, duplicate: false, operation_id: 'refund:ord_6', effect: 'transitioned', state: 'confirmed' });
+    expect(first).toMatchObject({
+      event_id: event.id,
+      duplicate: false,
+      operation_id: 'refund:ord_6',
+      effect: 'transitioned',
+      state: 'confirmed',
+    });
     const second = expectExit(await ingest(body, world.stripe.signPayload(body)), 0).json;
     expect(second).toMatchObject({ event_id: event.id, duplicate: true, effect: 'duplicate' });
 
@@ -121,7 +149,11 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     const url = `http://127.0.0.1:${port}/webhooks/stripe`;
 
     const body = JSON.stringify(event);
-    const forged = await fetch(url, { method: 'POST', body, headers: { 'content-type': 'application/json', 'stripe-signature': 't=1,v1=00' } });
+    const forged = await fetch(url, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json', 'stripe-signature': 't=1,v1=00' },
+    });
     expect(forged.status).toBe(400);
     expect(await world.stripe.deliverWebhook(url, event, 2)).toEqual([200, 200]);
     server.kill('SIGTERM');
@@ -157,9 +189,16 @@ describe.each(postgresOnly)('incident 7, store on $name', (backend) => {
     // Arrange in process (a CLI process per submit would take minutes): each first attempt meets a
     // fault on its own key — half committed then dropped, half never arrived — so all end unknown.
     for (const [i, op] of ops.entries()) {
-      world.stripe.faults.inject({ kind: i % 2 === 0 ? 'commit_then_drop' : 'drop_before_commit' }, { idempotencyKey: op.id });
+      world.stripe.faults.inject(
+        { kind: i % 2 === 0 ? 'commit_then_drop' : 'drop_before_commit' },
+        { idempotencyKey: op.id },
+      );
     }
-    const env = { STRIPE_API_KEY: world.stripe.apiKey, STRIPE_WEBHOOK_SECRET: world.stripe.webhookSecret, WAREHOUSE_TOKEN: 'wh_token_test' };
+    const env = {
+      STRIPE_API_KEY: world.stripe.apiKey,
+      STRIPE_WEBHOOK_SECRET: world.stripe.webhookSecret,
+      WAREHOUSE_TOKEN: 'wh_token_test',
+    };
     const config = await loadConfig({ flag: world.configPath, env, cwd: world.dir });
     const configured = await createProvider('stripe', config);
     // A long lease for the arrangement only: 240 submits at once wait on the client's rate limit and
@@ -168,7 +207,9 @@ describe.each(postgresOnly)('incident 7, store on $name', (backend) => {
     const db = await openStore(world.storeUrl);
     try {
       const ctx = { db, actor: 'test-arrange', now: () => new Date() };
-      const states = await Promise.all(ops.map(async (op) => (await submitOperation(ctx, provider, op.id)).operation.state));
+      const states = await Promise.all(
+        ops.map(async (op) => (await submitOperation(ctx, provider, op.id)).operation.state),
+      );
       expect(new Set(states)).toEqual(new Set(['outcome_unknown']));
     } finally {
       await db.close();
@@ -227,7 +268,10 @@ describe.each(postgresOnly)('incident 7, store on $name', (backend) => {
     expect(retried.map((x) => x.id).sort()).toEqual(ops.filter((o) => !committed.has(o.id)).map((o) => o.id));
     for (const x of retried) expect(x).toMatchObject({ decision: 'retry', state: 'confirmed' });
 
-    const listed: { state: string }[] = expectExit(await world.recon(['ops', 'list', '--limit', String(N + 10), '--json']), 0).json.operations;
+    const listed: { state: string }[] = expectExit(
+      await world.recon(['ops', 'list', '--limit', String(N + 10), '--json']),
+      0,
+    ).json.operations;
     expect(listed).toHaveLength(N);
     expect(new Set(listed.map((o) => o.state))).toEqual(new Set(['confirmed']));
     const ledger = world.stripe.refunds();

@@ -6,7 +6,19 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { backends, removeTempStores } from '../support/backends.js';
 import { collect } from '../support/cli.js';
 import type { World } from '../support/world.js';
-import { expectExit, startIncidentWorld, SLOW_STORE_TIMEOUT_MS, PAST_WINDOW_MS, recordOk, refundOp, run, shipmentOp, show, sleep, submit } from './incidents-support.js';
+import {
+  expectExit,
+  startIncidentWorld,
+  SLOW_STORE_TIMEOUT_MS,
+  PAST_WINDOW_MS,
+  recordOk,
+  refundOp,
+  run,
+  shipmentOp,
+  show,
+  sleep,
+  submit,
+} from './incidents-support.js';
 
 afterAll(() => removeTempStores());
 vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
@@ -41,7 +53,9 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     const detail = await show(world, 'refund:ord_1');
     expect(detail.operation.state).toBe('confirmed');
     expect(detail.attempts).toHaveLength(1);
-    expect(detail.provider_transactions).toEqual([expect.objectContaining({ provider_id: ledger[0]!.id, linked_via: 'lookup' })]);
+    expect(detail.provider_transactions).toEqual([
+      expect.objectContaining({ provider_id: ledger[0]!.id, linked_via: 'lookup' }),
+    ]);
     expect(detail.observations.map((o) => o.result)).toEqual(['found']);
     expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
   });
@@ -87,13 +101,22 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
 
     const early = await run(world);
     expect(early.code).toBe(0);
-    expect(early.summary.decisions).toEqual([expect.objectContaining({ id: 'refund:ord_4', decision: 'wait', rule: 'not_found.window', state: 'outcome_unknown' })]);
+    expect(early.summary.decisions).toEqual([
+      expect.objectContaining({
+        id: 'refund:ord_4',
+        decision: 'wait',
+        rule: 'not_found.window',
+        state: 'outcome_unknown',
+      }),
+    ]);
     expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(0);
 
     await sleep(PAST_WINDOW_MS);
     const late = await run(world);
     expect(late.code).toBe(0);
-    expect(late.summary.decisions).toEqual([expect.objectContaining({ id: 'refund:ord_4', decision: 'retry', rule: 'not_found.retry', state: 'confirmed' })]);
+    expect(late.summary.decisions).toEqual([
+      expect.objectContaining({ id: 'refund:ord_4', decision: 'retry', rule: 'not_found.retry', state: 'confirmed' }),
+    ]);
 
     const ledger = world.stripe.refunds({ payment_intent: pi.payment_intent });
     expect(ledger).toHaveLength(1);
@@ -106,7 +129,11 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
   });
 
   it('5. past key retention with a lookup that is not authoritative, nothing found → needs_review, no retry', async () => {
-    world = await startIncidentWorld({ backend, warehouse: true, warehouseConfig: { keyRetention: '1s', uncertaintyWindow: '1s' } });
+    world = await startIncidentWorld({
+      backend,
+      warehouse: true,
+      warehouseConfig: { keyRetention: '1s', uncertaintyWindow: '1s' },
+    });
     const warehouse = world.warehouse!;
     await recordOk(world, [shipmentOp('ship:ord_5', 'ord_5')]);
     warehouse.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });
@@ -123,7 +150,13 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     const late = await run(world);
     expect(late.code).toBe(8);
     expect(late.summary.decisions).toEqual([
-      expect.objectContaining({ id: 'ship:ord_5', decision: 'review', rule: 'not_found.key_retention', state: 'needs_review', review_reason: 'key_retention' }),
+      expect.objectContaining({
+        id: 'ship:ord_5',
+        decision: 'review',
+        rule: 'not_found.key_retention',
+        state: 'needs_review',
+        review_reason: 'key_retention',
+      }),
     ]);
     // A human retry through the CLI is refused too: the rule, not the operator, owns retry permission.
     expectExit(await world.recon(['retry', 'ship:ord_5', '--json']), 4);

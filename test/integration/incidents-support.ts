@@ -46,12 +46,22 @@ export function shipmentOp(id: string, clientReference: string) {
 
 /** Fails with the CLI's stderr when the exit code is not the expected one. */
 export function expectExit(r: CliResult, code: number): CliResult {
-  if (r.code !== code) throw new Error(`expected exit ${code}, got ${r.code} (${r.signal ?? 'no signal'})\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
+  if (r.code !== code)
+    throw new Error(
+      `expected exit ${code}, got ${r.code} (${r.signal ?? 'no signal'})\nstdout: ${r.stdout}\nstderr: ${r.stderr}`,
+    );
   return r;
 }
 
 export interface ShowJson {
-  operation: { id: string; state: string; attempt_count: number; provider_txn_ids: string[]; review_reason: string | null; idempotency_key: string };
+  operation: {
+    id: string;
+    state: string;
+    attempt_count: number;
+    provider_txn_ids: string[];
+    review_reason: string | null;
+    idempotency_key: string;
+  };
   attempts: { number: number; idempotency_key: string; outcome: string | null }[];
   provider_transactions: { provider_id: string; linked_via: string; status: string }[];
   observations: { result: string }[];
@@ -68,7 +78,10 @@ export async function recordOk(world: World, ops: unknown[]): Promise<CliResult>
   return expectExit(await world.record(ops), 0);
 }
 
-export async function submit(world: World, id: string): Promise<{ state: string; result: { outcome: string; error_class: string | null } }> {
+export async function submit(
+  world: World,
+  id: string,
+): Promise<{ state: string; result: { outcome: string; error_class: string | null } }> {
   return expectExit(await world.recon(['ops', 'submit', id, '--json']), 0).json;
 }
 

@@ -28,7 +28,9 @@ function configFor(baseUrl: string, extra: Record<string, unknown> = {}): Loaded
         get: { path: '/v1/shipments/{id}' },
         fields: { id: 'id', status: 'status', idempotencyKey: 'idempotency_key', clientReference: 'client_reference' },
         status: { confirmed: ['created', 'shipped'], pending: ['processing'], failed: ['rejected'] },
-        lookupAuthoritative: false, keyRetention: '7d', uncertaintyWindow: '10m',
+        lookupAuthoritative: false,
+        keyRetention: '7d',
+        uncertaintyWindow: '10m',
         list: { path: '/v1/shipments?limit=100&created_gte={since}&created_lte={until}' },
         rateLimit: 10_000,
         ...extra,
@@ -39,7 +41,10 @@ function configFor(baseUrl: string, extra: Record<string, unknown> = {}): Loaded
 }
 
 async function providerFor(extra: Record<string, unknown> = {}, url = sandbox.url): Promise<Provider> {
-  return createProvider('warehouse', configFor(url, extra), { sleep: async (ms) => void slept.push(ms), random: () => 0.5 });
+  return createProvider('warehouse', configFor(url, extra), {
+    sleep: async (ms) => void slept.push(ms),
+    random: () => 0.5,
+  });
 }
 
 let seq = 0;
@@ -73,7 +78,11 @@ describe('submit classification', () => {
     const op = shipmentOp();
     const first = await warehouse.submit(op);
     expect(first).toMatchObject({ outcome: 'confirmed', http_status: 201, replayed: false });
-    expect(first.txn).toMatchObject({ status: 'created', idempotency_key: op.idempotency_key, client_reference: op.client_reference });
+    expect(first.txn).toMatchObject({
+      status: 'created',
+      idempotency_key: op.idempotency_key,
+      client_reference: op.client_reference,
+    });
     const again = await warehouse.submit(op);
     expect(again).toMatchObject({ outcome: 'confirmed', replayed: true });
     expect(sandbox.shipments({ client_reference: op.client_reference! })).toHaveLength(1);
@@ -81,7 +90,10 @@ describe('submit classification', () => {
 
   it('a processing shipment → pending', async () => {
     sandbox.faults.inject({ kind: 'initial_status', status: 'processing' });
-    expect(await warehouse.submit(shipmentOp())).toMatchObject({ outcome: 'pending', txn: { status: 'processing', state: 'pending' } });
+    expect(await warehouse.submit(shipmentOp())).toMatchObject({
+      outcome: 'pending',
+      txn: { status: 'processing', state: 'pending' },
+    });
   });
 
   it('the same key with another body (422 idempotency_key_reused) → conflict; one shipment', async () => {
@@ -120,7 +132,11 @@ describe('submit classification', () => {
     expect(await warehouse.submit(op)).toMatchObject({ outcome: 'unknown', http_status: 503, error_class: 'http_503' });
     const bad = shipmentOp();
     const refused = await warehouse.submit({ ...bad, payload: { ...bad.payload, client_reference: 42 } });
-    expect(refused).toMatchObject({ outcome: 'failed', http_status: 400, message: 'client_reference must be a string.' });
+    expect(refused).toMatchObject({
+      outcome: 'failed',
+      http_status: 400,
+      message: 'client_reference must be a string.',
+    });
     expect(sandbox.shipments({ client_reference: op.client_reference! })).toHaveLength(0);
   });
 
@@ -152,7 +168,11 @@ describe('lookup, get, list', () => {
     op.payload['client_reference'] = op.client_reference;
     await warehouse.submit(op);
     sandbox.seedShipment({ client_reference: op.client_reference }, { idempotencyKey: 'someone-else' });
-    const result = await warehouse.lookup({ operation_id: op.operation_id, idempotency_key: op.idempotency_key, client_reference: op.client_reference! });
+    const result = await warehouse.lookup({
+      operation_id: op.operation_id,
+      idempotency_key: op.idempotency_key,
+      client_reference: op.client_reference!,
+    });
     expect(result.result).toBe('found');
     expect(result.matches.map((t) => t.idempotency_key)).toEqual([op.idempotency_key]);
     const byRef = await warehouse.lookup({ client_reference: op.client_reference! });
@@ -169,10 +189,17 @@ describe('lookup, get, list', () => {
     const op = shipmentOp();
     sandbox.faults.inject({ kind: 'hide', ms: 60_000 });
     const submitted = await warehouse.submit(op);
-    const query = { operation_id: op.operation_id, idempotency_key: op.idempotency_key, client_reference: op.client_reference! };
+    const query = {
+      operation_id: op.operation_id,
+      idempotency_key: op.idempotency_key,
+      client_reference: op.client_reference!,
+    };
     expect(await warehouse.lookup(query)).toMatchObject({ result: 'not_found', matches: [] });
     expect(await warehouse.lookup({ ...query, client_reference: 'nobody' })).toMatchObject({ result: 'not_found' });
-    expect(await warehouse.get(submitted.txn!.provider_id)).toMatchObject({ provider_id: submitted.txn!.provider_id, state: 'confirmed' });
+    expect(await warehouse.get(submitted.txn!.provider_id)).toMatchObject({
+      provider_id: submitted.txn!.provider_id,
+      state: 'confirmed',
+    });
     expect(await warehouse.get('shp_nope')).toBeNull();
   });
 
@@ -190,7 +217,11 @@ describe('lookup, get, list', () => {
     for (let i = 0; i < 230; i++) sandbox.seedShipment({ client_reference: `bulk-${i}` }, { created: start + i });
     const pages: number[] = [];
     let count = 0;
-    for await (const txn of warehouse.list!({ since: new Date(start * 1000), until: new Date((start + 229) * 1000), onPage: (p) => pages.push(p.items) })) {
+    for await (const txn of warehouse.list!({
+      since: new Date(start * 1000),
+      until: new Date((start + 229) * 1000),
+      onPage: (p) => pages.push(p.items),
+    })) {
       expect(txn.client_reference).toMatch(/^bulk-/);
       count++;
     }
@@ -201,15 +232,23 @@ describe('lookup, get, list', () => {
 
 describe('path placeholders', () => {
   it('are URL-encoded, taken from the operation and its payload', () => {
-    expect(fillPath('/v1/x/{id}?ref={client_reference}&sku={sku}', { id: 'a/b', client_reference: 'o 1&2', sku: 'B-1' }, 'k')).toBe(
-      '/v1/x/a%2Fb?ref=o%201%262&sku=B-1',
-    );
+    expect(
+      fillPath(
+        '/v1/x/{id}?ref={client_reference}&sku={sku}',
+        { id: 'a/b', client_reference: 'o 1&2', sku: 'B-1' },
+        'k',
+      ),
+    ).toBe('/v1/x/a%2Fb?ref=o%201%262&sku=B-1');
   });
 
   it('drop an unfilled query parameter only for list ranges', () => {
-    expect(fillPath('/v1/x?limit=100&created_gte={since}&created_lte={until}', { until: 5 }, 'k', { dropMissingQuery: true })).toBe(
-      '/v1/x?limit=100&created_lte=5',
+    expect(
+      fillPath('/v1/x?limit=100&created_gte={since}&created_lte={until}', { until: 5 }, 'k', {
+        dropMissingQuery: true,
+      }),
+    ).toBe('/v1/x?limit=100&created_lte=5');
+    expect(() => fillPath('/v1/x?created_gte={since}', {}, 'providers.w.list.path')).toThrow(
+      /providers\.w\.list\.path: \{since\}/,
     );
-    expect(() => fillPath('/v1/x?created_gte={since}', {}, 'providers.w.list.path')).toThrow(/providers\.w\.list\.path: \{since\}/);
   });
 });

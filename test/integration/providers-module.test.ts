@@ -26,14 +26,27 @@ const invite = (id: string) => ({
 
 describe('module provider', () => {
   it('loads the fixture relative to the config file; submits once per key; config overrides its capabilities', async () => {
-    const loaded = loadFrom(FIXTURES, { module: './providers/calendar.mjs', maxAttempts: 5, options: { calendar: 'team' } });
+    const loaded = loadFrom(FIXTURES, {
+      module: './providers/calendar.mjs',
+      maxAttempts: 5,
+      options: { calendar: 'team' },
+    });
     const calendar = await createProvider('calendar', loaded);
     expect(calendar).toMatchObject({ name: 'calendar', type: 'module' });
     // keyRetention and lookupAuthoritative from the module, maxAttempts from the config, the rest defaults.
-    expect(calendar.capabilities).toMatchObject({ keyRetentionMs: 7 * 86_400_000, lookupAuthoritative: true, maxAttempts: 5, timeoutMs: 20_000 });
+    expect(calendar.capabilities).toMatchObject({
+      keyRetentionMs: 7 * 86_400_000,
+      lookupAuthoritative: true,
+      maxAttempts: 5,
+      timeoutMs: 20_000,
+    });
 
     const first = await calendar.submit(invite('op_a'));
-    expect(first).toMatchObject({ outcome: 'confirmed', replayed: false, txn: { group: 'team', operation_id: 'op_a' } });
+    expect(first).toMatchObject({
+      outcome: 'confirmed',
+      replayed: false,
+      txn: { group: 'team', operation_id: 'op_a' },
+    });
     expect(await calendar.submit(invite('op_a'))).toMatchObject({ outcome: 'confirmed', replayed: true });
     expect(await calendar.lookup({ operation_id: 'op_a', idempotency_key: 'op_a' })).toMatchObject({ result: 'found' });
     expect(await calendar.lookup({ idempotency_key: 'op_b' })).toMatchObject({ result: 'not_found' });

@@ -14,10 +14,20 @@ let stripe: Provider;
 /** Every delay the adapter asked for (Retry-After, backoff): recorded, not waited. */
 let slept: number[];
 
-function configFor(sb: { url: string; apiKey: string; webhookSecret: string }, extra: Record<string, unknown> = {}): LoadedConfig {
+function configFor(
+  sb: { url: string; apiKey: string; webhookSecret: string },
+  extra: Record<string, unknown> = {},
+): LoadedConfig {
   const text = JSON.stringify({
     providers: {
-      stripe: { type: 'stripe', apiKey: sb.apiKey, apiBase: sb.url, webhookSecret: sb.webhookSecret, rateLimit: 10_000, ...extra },
+      stripe: {
+        type: 'stripe',
+        apiKey: sb.apiKey,
+        apiBase: sb.url,
+        webhookSecret: sb.webhookSecret,
+        rateLimit: 10_000,
+        ...extra,
+      },
     },
   });
   return parseConfig(text, { path: '/nowhere/recon.config.json', env: {} });
@@ -63,7 +73,13 @@ describe('submit classification (SPEC §3)', () => {
     const op = refundOp(payment_intent, 1200, { client_reference: 'order-1' });
     const first = await stripe.submit(op);
     expect(first).toMatchObject({ outcome: 'confirmed', http_status: 200, replayed: false });
-    expect(first.txn).toMatchObject({ status: 'succeeded', amount: 1200, currency: 'usd', operation_id: op.operation_id, client_reference: 'order-1' });
+    expect(first.txn).toMatchObject({
+      status: 'succeeded',
+      amount: 1200,
+      currency: 'usd',
+      operation_id: op.operation_id,
+      client_reference: 'order-1',
+    });
     expect(first.provider_request_id).toMatch(/^req_/);
     const again = await stripe.submit(op);
     expect(again).toMatchObject({ outcome: 'confirmed', replayed: true });
@@ -90,7 +106,10 @@ describe('submit classification (SPEC §3)', () => {
   it('dropped before commit, twice → unknown; the ledger has none', async () => {
     const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     sandbox.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });
-    expect(await stripe.submit(refundOp(payment_intent, 700))).toMatchObject({ outcome: 'unknown', error_class: 'connection' });
+    expect(await stripe.submit(refundOp(payment_intent, 700))).toMatchObject({
+      outcome: 'unknown',
+      error_class: 'connection',
+    });
     expect(sandbox.refunds({ payment_intent })).toHaveLength(0);
   });
 
@@ -114,7 +133,11 @@ describe('submit classification (SPEC §3)', () => {
   it('503 → unknown (recon, not the SDK, decides on retries); nothing created', async () => {
     const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     sandbox.faults.inject({ kind: 'status', status: 503 });
-    expect(await stripe.submit(refundOp(payment_intent, 300))).toMatchObject({ outcome: 'unknown', http_status: 503, error_class: 'http_503' });
+    expect(await stripe.submit(refundOp(payment_intent, 300))).toMatchObject({
+      outcome: 'unknown',
+      http_status: 503,
+      error_class: 'http_503',
+    });
     expect(sandbox.refunds({ payment_intent })).toHaveLength(0);
     expect(sandbox.faults.pending()).toBe(0);
   });
@@ -144,7 +167,11 @@ describe('submit classification (SPEC §3)', () => {
   it('429 past the bounded retries → unknown', async () => {
     const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     sandbox.faults.inject({ kind: 'status', status: 429 }, { times: 10 });
-    expect(await stripe.submit(refundOp(payment_intent, 250))).toMatchObject({ outcome: 'unknown', http_status: 429, error_class: 'rate_limited' });
+    expect(await stripe.submit(refundOp(payment_intent, 250))).toMatchObject({
+      outcome: 'unknown',
+      http_status: 429,
+      error_class: 'rate_limited',
+    });
     expect(sandbox.refunds({ payment_intent })).toHaveLength(0);
   });
 
@@ -152,7 +179,10 @@ describe('submit classification (SPEC §3)', () => {
     const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     const slow = await providerFor({ timeout: '200ms', lease: '1m' });
     sandbox.faults.inject({ kind: 'delay', ms: 1500 }, { times: 2 });
-    expect(await slow.submit(refundOp(payment_intent, 90))).toMatchObject({ outcome: 'unknown', error_class: 'timeout' });
+    expect(await slow.submit(refundOp(payment_intent, 90))).toMatchObject({
+      outcome: 'unknown',
+      error_class: 'timeout',
+    });
     // The delay fault commits before it waits: the refund exists, which is why timeout ≠ failed.
     await expect.poll(() => sandbox.refunds({ payment_intent }).length).toBe(1);
   });
@@ -164,7 +194,8 @@ describe('submit classification (SPEC §3)', () => {
     expect(result).toMatchObject({ outcome: 'unknown', http_status: 401, error_class: 'http_401' });
     const lookup = await wrong.lookup({ operation_id: 'op_x', payload: { payment_intent: 'pi_x' } });
     expect(lookup.result).toBe('unavailable');
-    for (const text of [JSON.stringify(result), JSON.stringify(lookup)]) expect(text).not.toContain('wrongKeyDoNotPrint');
+    for (const text of [JSON.stringify(result), JSON.stringify(lookup)])
+      expect(text).not.toContain('wrongKeyDoNotPrint');
   });
 
   it('an unreachable API → unknown (connection)', async () => {
@@ -180,9 +211,14 @@ describe('lookup', () => {
     const { payment_intent } = sandbox.seedPaymentIntent({ amount: 1_000_000, currency: 'usd' });
     const op = refundOp(payment_intent, 777);
     expect((await stripe.submit(op)).outcome).toBe('confirmed');
-    for (let i = 0; i < 150; i++) sandbox.seedRefund({ payment_intent, amount: 10 + i, metadata: { recon_operation_id: `other_${i}` } });
+    for (let i = 0; i < 150; i++)
+      sandbox.seedRefund({ payment_intent, amount: 10 + i, metadata: { recon_operation_id: `other_${i}` } });
     const pagesBefore = sandbox.stats.listPages;
-    const found = await stripe.lookup({ operation_id: op.operation_id, idempotency_key: op.idempotency_key, payload: op.payload });
+    const found = await stripe.lookup({
+      operation_id: op.operation_id,
+      idempotency_key: op.idempotency_key,
+      payload: op.payload,
+    });
     expect(found.result).toBe('found');
     expect(found.matches.map((t) => t.operation_id)).toEqual([op.operation_id]);
     expect(found.candidates).toEqual([]);
@@ -210,14 +246,22 @@ describe('lookup', () => {
     expect(submitted.outcome).toBe('confirmed');
     const result = await stripe.lookup({ operation_id: op.operation_id, payload: op.payload });
     expect(result).toMatchObject({ result: 'not_found', matches: [], candidates: [] });
-    expect(await stripe.get(submitted.txn!.provider_id)).toMatchObject({ operation_id: op.operation_id, state: 'confirmed' });
+    expect(await stripe.get(submitted.txn!.provider_id)).toMatchObject({
+      operation_id: op.operation_id,
+      state: 'confirmed',
+    });
     expect(sandbox.refunds({ payment_intent })).toHaveLength(1);
   });
 
   it('a pending refund is reported as pending', async () => {
     const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     const op = refundOp(payment_intent, 10);
-    sandbox.seedRefund({ payment_intent, amount: 10, status: 'pending', metadata: { recon_operation_id: op.operation_id } });
+    sandbox.seedRefund({
+      payment_intent,
+      amount: 10,
+      status: 'pending',
+      metadata: { recon_operation_id: op.operation_id },
+    });
     expect((await stripe.lookup({ operation_id: op.operation_id, payload: op.payload })).result).toBe('pending');
   });
 
@@ -228,7 +272,10 @@ describe('lookup', () => {
     const byKey = await stripe.lookup({ idempotency_key: op.idempotency_key });
     expect(byKey.matches.map((t) => t.operation_id)).toEqual([op.operation_id]);
     expect(byKey.note).toMatch(/cannot search by idempotency key/);
-    const byRef = await stripe.lookup({ client_reference: op.client_reference!, since: new Date(Date.now() - 3_600_000) });
+    const byRef = await stripe.lookup({
+      client_reference: op.client_reference!,
+      since: new Date(Date.now() - 3_600_000),
+    });
     expect(byRef.result).toBe('found');
     expect(byRef.matches.map((t) => t.provider_id)).toEqual(byKey.matches.map((t) => t.provider_id));
     expect((await stripe.lookup({ client_reference: 'no-such-ref' })).result).toBe('not_found');
@@ -262,7 +309,11 @@ describe('get and list', () => {
       count++;
     }
     expect(count).toBe(250);
-    expect(pages).toEqual([{ page: 1, items: 100 }, { page: 2, items: 100 }, { page: 3, items: 50 }]);
+    expect(pages).toEqual([
+      { page: 1, items: 100 },
+      { page: 2, items: 100 },
+      { page: 3, items: 50 },
+    ]);
 
     const before = sandbox.stats.listPages;
     let seen = 0;

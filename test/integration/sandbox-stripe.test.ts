@@ -20,7 +20,14 @@ async function sandbox(opts: StripeSandboxOptions = {}): Promise<StripeSandbox> 
 }
 
 function client(sb: StripeSandbox, config: Partial<Stripe.StripeConfig> = {}, key = sb.apiKey): Stripe {
-  return new Stripe(key, { host: '127.0.0.1', port: sb.port, protocol: 'http', maxNetworkRetries: 0, telemetry: false, ...config });
+  return new Stripe(key, {
+    host: '127.0.0.1',
+    port: sb.port,
+    protocol: 'http',
+    maxNetworkRetries: 0,
+    telemetry: false,
+    ...config,
+  });
 }
 
 async function caught(p: Promise<unknown>): Promise<Stripe.errors.StripeError> {
@@ -69,7 +76,14 @@ describe('stripe sandbox: refunds and idempotency', () => {
     const first = await stripe.refunds.create(params, { idempotencyKey: 'op-1' });
     const again = await stripe.refunds.create(params, { idempotencyKey: 'op-1' });
 
-    expect(first).toMatchObject({ object: 'refund', amount: 1200, currency: 'usd', status: 'succeeded', payment_intent, charge });
+    expect(first).toMatchObject({
+      object: 'refund',
+      amount: 1200,
+      currency: 'usd',
+      status: 'succeeded',
+      payment_intent,
+      charge,
+    });
     expect(first.id).toMatch(/^re_/);
     expect(again.id).toBe(first.id);
     expect(header(first, 'idempotent-replayed')).toBeUndefined();
@@ -125,7 +139,12 @@ describe('stripe sandbox: refunds and idempotency', () => {
     await stripe.refunds.create({ payment_intent, amount: 600 });
     const tooLarge = await caught(stripe.refunds.create({ payment_intent, amount: 500 }, { idempotencyKey: 'big' }));
     expect(tooLarge).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
-    expect(tooLarge).toMatchObject({ statusCode: 400, code: 'amount_too_large', param: 'amount', rawType: 'invalid_request_error' });
+    expect(tooLarge).toMatchObject({
+      statusCode: 400,
+      code: 'amount_too_large',
+      param: 'amount',
+      rawType: 'invalid_request_error',
+    });
     // Stripe saves an endpoint's error under the key and replays it.
     const replayed = await caught(stripe.refunds.create({ payment_intent, amount: 500 }, { idempotencyKey: 'big' }));
     expect(replayed.code).toBe('amount_too_large');
@@ -181,13 +200,17 @@ describe('stripe sandbox: lists', () => {
     const stripe = client(sb);
     const { payment_intent } = sb.seedPaymentIntent({ amount: 1_000_000, currency: 'usd' });
     const other = sb.seedPaymentIntent({ amount: 1000, currency: 'usd' });
-    for (let i = 0; i < 250; i++) sb.seedRefund({ payment_intent, amount: 1, created: 1_700_000_000 + Math.floor(i / 7) });
+    for (let i = 0; i < 250; i++)
+      sb.seedRefund({ payment_intent, amount: 1, created: 1_700_000_000 + Math.floor(i / 7) });
     sb.seedRefund({ payment_intent: other.payment_intent, amount: 1 });
 
     const ids: string[] = [];
     for await (const r of stripe.refunds.list({ payment_intent, limit: 100 })) ids.push(r.id);
 
-    const expected = sb.refunds({ payment_intent }).reverse().map((r) => r.id);
+    const expected = sb
+      .refunds({ payment_intent })
+      .reverse()
+      .map((r) => r.id);
     expect(ids).toEqual(expected);
     expect(new Set(ids).size).toBe(250);
     expect(sb.stats.listPages).toBe(3);
@@ -324,7 +347,9 @@ describe('stripe sandbox: faults', () => {
     const { payment_intent } = sb.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     sb.faults.inject({ kind: 'hold' });
     let settled = false;
-    const pending = stripe.refunds.create({ payment_intent, amount: 100 }, { idempotencyKey: 'held' }).finally(() => (settled = true));
+    const pending = stripe.refunds
+      .create({ payment_intent, amount: 100 }, { idempotencyKey: 'held' })
+      .finally(() => (settled = true));
     await until(() => sb.faults.held() === 1, 'the response to be held');
     expect(sb.refunds()).toHaveLength(1);
     expect(settled).toBe(false);
@@ -365,10 +390,16 @@ describe('stripe sandbox: faults', () => {
     const post = (path: string, body: unknown) =>
       fetch(`${sb.url}/_sandbox${path}`, { method: 'POST', body: JSON.stringify(body) }).then((r) => r.json());
     const seeded = (await post('/seed/payment_intent', { amount: 900, currency: 'usd' })) as { payment_intent: string };
-    await post('/seed/refund', { payment_intent: seeded.payment_intent, amount: 300, metadata: { recon_operation_id: 'old' } });
+    await post('/seed/refund', {
+      payment_intent: seeded.payment_intent,
+      amount: 300,
+      metadata: { recon_operation_id: 'old' },
+    });
     expect(await post('/faults', { kind: 'commit_then_drop', times: 2 })).toEqual({ pending: 2 });
     await caught(stripe.refunds.create({ payment_intent: seeded.payment_intent, amount: 100 }));
-    const ledger = (await fetch(`${sb.url}/_sandbox/ledger?payment_intent=${seeded.payment_intent}`).then((r) => r.json())) as { data: unknown[] };
+    const ledger = (await fetch(`${sb.url}/_sandbox/ledger?payment_intent=${seeded.payment_intent}`).then((r) =>
+      r.json(),
+    )) as { data: unknown[] };
     expect(ledger.data).toHaveLength(2);
     const bad = await fetch(`${sb.url}/_sandbox/faults`, { method: 'POST', body: JSON.stringify({ kind: 'explode' }) });
     expect(bad.status).toBe(400);

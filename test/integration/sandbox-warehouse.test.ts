@@ -3,7 +3,11 @@
  * every side effect is counted on the sandbox's ledger.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { startWarehouseSandbox, type WarehouseSandbox, type WarehouseSandboxOptions } from '../../src/sandbox/warehouse/server.js';
+import {
+  startWarehouseSandbox,
+  type WarehouseSandbox,
+  type WarehouseSandboxOptions,
+} from '../../src/sandbox/warehouse/server.js';
 
 const open: WarehouseSandbox[] = [];
 afterEach(async () => {
@@ -22,7 +26,12 @@ interface Answer {
   body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
-async function call(sb: WarehouseSandbox, method: string, path: string, opts: { body?: unknown; key?: string; token?: string } = {}): Promise<Answer> {
+async function call(
+  sb: WarehouseSandbox,
+  method: string,
+  path: string,
+  opts: { body?: unknown; key?: string; token?: string } = {},
+): Promise<Answer> {
   const headers: Record<string, string> = { 'Content-Type': 'application/json' };
   if (opts.key) headers['Idempotency-Key'] = opts.key;
   if (opts.token) headers.Authorization = `Bearer ${opts.token}`;
@@ -50,7 +59,13 @@ describe('warehouse sandbox', () => {
     const sb = await sandbox();
     const first = await call(sb, 'POST', '/v1/shipments', { body: payload, key: 'op-1' });
     expect(first.status).toBe(201);
-    expect(first.body).toMatchObject({ status: 'created', idempotency_key: 'op-1', client_reference: 'order-1', sku: 'BOOK-1', quantity: 2 });
+    expect(first.body).toMatchObject({
+      status: 'created',
+      idempotency_key: 'op-1',
+      client_reference: 'order-1',
+      sku: 'BOOK-1',
+      quantity: 2,
+    });
     expect(first.body.id).toMatch(/^shp_/);
     expect(first.headers.get('request-id')).toMatch(/^req_/);
 
@@ -93,7 +108,10 @@ describe('warehouse sandbox', () => {
     const byKey = await call(sb, 'GET', '/v1/shipments?idempotency_key=op-2');
     expect(byKey.body.data).toHaveLength(1);
     expect(byKey.body.data[0].client_reference).toBe('order-2');
-    expect((await call(sb, 'GET', '/v1/shipments?client_reference=nobody')).body).toEqual({ data: [], has_more: false });
+    expect((await call(sb, 'GET', '/v1/shipments?client_reference=nobody')).body).toEqual({
+      data: [],
+      has_more: false,
+    });
 
     const one = await call(sb, 'GET', `/v1/shipments/${created.body.id}`);
     expect(one.body).toEqual(created.body);
@@ -139,7 +157,9 @@ describe('warehouse sandbox', () => {
     sb.faults.inject({ kind: 'commit_then_drop' });
     await expect(call(sb, 'POST', '/v1/shipments', { body: payload, key: 'a' })).rejects.toThrow();
     expect(sb.shipments({ idempotency_key: 'a' })).toHaveLength(1);
-    expect((await call(sb, 'POST', '/v1/shipments', { body: payload, key: 'a' })).headers.get('idempotent-replayed')).toBe('true');
+    expect(
+      (await call(sb, 'POST', '/v1/shipments', { body: payload, key: 'a' })).headers.get('idempotent-replayed'),
+    ).toBe('true');
 
     sb.faults.inject({ kind: 'drop_before_commit' });
     await expect(call(sb, 'POST', '/v1/shipments', { body: payload, key: 'b' })).rejects.toThrow();
@@ -166,9 +186,13 @@ describe('warehouse sandbox', () => {
     const sb = await sandbox({ token: 'secret-token' });
     expect((await call(sb, 'POST', '/v1/shipments', { body: payload, key: 'x' })).status).toBe(401);
     expect((await call(sb, 'POST', '/v1/shipments', { body: payload, key: 'x', token: 'wrong' })).status).toBe(401);
-    expect((await call(sb, 'POST', '/v1/shipments', { body: [1, 2], key: 'x', token: 'secret-token' })).status).toBe(400);
+    expect((await call(sb, 'POST', '/v1/shipments', { body: [1, 2], key: 'x', token: 'secret-token' })).status).toBe(
+      400,
+    );
     expect(sb.shipments()).toHaveLength(0);
-    expect((await call(sb, 'POST', '/v1/shipments', { body: payload, key: 'x', token: 'secret-token' })).status).toBe(201);
+    expect((await call(sb, 'POST', '/v1/shipments', { body: payload, key: 'x', token: 'secret-token' })).status).toBe(
+      201,
+    );
     expect(sb.stats.status[401]).toBe(2);
   });
 
@@ -186,12 +210,17 @@ describe('warehouse sandbox', () => {
   it('is steerable over the admin HTTP API', async () => {
     const sb = await sandbox();
     const admin = (path: string, body?: unknown) =>
-      fetch(`${sb.url}/_sandbox${path}`, { method: body === undefined ? 'GET' : 'POST', body: JSON.stringify(body) }).then((r) => r.json());
+      fetch(`${sb.url}/_sandbox${path}`, {
+        method: body === undefined ? 'GET' : 'POST',
+        body: JSON.stringify(body),
+      }).then((r) => r.json());
     await admin('/faults', { kind: 'initial_status', status: 'processing', times: 1 });
     const created = await call(sb, 'POST', '/v1/shipments', { body: payload, key: 'p' });
     expect(created.body.status).toBe('processing');
     await admin('/shipment_status', { id: created.body.id, status: 'shipped' });
-    const ledger = (await fetch(`${sb.url}/_sandbox/ledger?client_reference=order-1`).then((r) => r.json())) as { data: Array<{ status: string }> };
+    const ledger = (await fetch(`${sb.url}/_sandbox/ledger?client_reference=order-1`).then((r) => r.json())) as {
+      data: Array<{ status: string }>;
+    };
     expect(ledger.data.map((s) => s.status)).toEqual(['shipped']);
   });
 });

@@ -34,7 +34,13 @@ async function buildHistory(db: Db): Promise<void> {
   const record = async (id: string, at: number, approved = true) => {
     clock = at;
     const input = validateOperation(
-      { id, provider: 'stripe', action: 'refund', payload: { payment_intent: `pi_${id}`, amount: 1000, currency: 'usd' }, ...(approved ? { approval: 'T-1' } : {}) },
+      {
+        id,
+        provider: 'stripe',
+        action: 'refund',
+        payload: { payment_intent: `pi_${id}`, amount: 1000, currency: 'usd' },
+        ...(approved ? { approval: 'T-1' } : {}),
+      },
       ['stripe'],
     );
     await recordOperations(ctx, [input]);
@@ -45,7 +51,9 @@ async function buildHistory(db: Db): Promise<void> {
   };
   const move = async (id: string, to: State, at: number, review_reason?: string) => {
     clock = at;
-    await db.transaction((tx) => transition(tx, id, to, { actor: ctx.actor, now: new Date(at), kind: 'test.move', rule: 'test', review_reason }));
+    await db.transaction((tx) =>
+      transition(tx, id, to, { actor: ctx.actor, now: new Date(at), kind: 'test.move', rule: 'test', review_reason }),
+    );
   };
 
   // 100 resolved operations, k = 1..100, resolved exactly k seconds after their first attempt, in shuffled
@@ -104,8 +112,16 @@ async function buildHistory(db: Db): Promise<void> {
 /** A provider whose ledger holds two duplicate groups (one order twice; one charge twice within a minute) and a clean refund. */
 function fakeLedger(): Provider {
   const txn = (id: string, o: Partial<ProviderTxn>): ProviderTxn => ({
-    provider_id: id, status: 'succeeded', state: 'confirmed', amount: 500, currency: 'usd', operation_id: null, client_reference: null, group: null,
-    created: new Date(T0), ...o,
+    provider_id: id,
+    status: 'succeeded',
+    state: 'confirmed',
+    amount: 500,
+    currency: 'usd',
+    operation_id: null,
+    client_reference: null,
+    group: null,
+    created: new Date(T0),
+    ...o,
   });
   const ledger = [
     txn('re_1', { client_reference: 'order_1', operation_id: 'op_1', group: 'ch_a', amount: 100 }),
@@ -115,7 +131,9 @@ function fakeLedger(): Provider {
     txn('re_5', { operation_id: 'op_5', group: 'ch_d' }),
   ];
   return {
-    name: 'stripe', type: 'fake', capabilities: {} as Provider['capabilities'],
+    name: 'stripe',
+    type: 'fake',
+    capabilities: {} as Provider['capabilities'],
     submit: () => Promise.reject(new Error('not used')),
     lookup: () => Promise.reject(new Error('not used')),
     get: () => Promise.reject(new Error('not used')),
@@ -126,7 +144,17 @@ function fakeLedger(): Provider {
   };
 }
 
-const EXPECTED_BY_STATE = { confirmed: 87, failed: 14, cancelled: 2, outcome_unknown: 4, submitting: 1, pending: 1, needs_review: 2, approved: 1, proposed: 1 };
+const EXPECTED_BY_STATE = {
+  confirmed: 87,
+  failed: 14,
+  cancelled: 2,
+  outcome_unknown: 4,
+  submitting: 1,
+  pending: 1,
+  needs_review: 2,
+  approved: 1,
+  proposed: 1,
+};
 const EXPECTED_UNRESOLVED = [
   { state: 'needs_review', age_bucket: '1d-3d', count: 1 },
   { state: 'needs_review', age_bucket: '>3d', count: 1 },
@@ -182,7 +210,13 @@ describe.each(backends)('recon stats on $name', (backend: Backend) => {
   it('--since keeps what was created, resolved or escalated since; the backlog stays whole', async () => {
     const s = await computeStats(db!, { now: new Date(NOW), since: new Date(SINCE) });
     expect(s.since).toBe(new Date(SINCE).toISOString());
-    expect(s).toMatchObject({ ...EXPECTED_SINCE, attempts_per_operation: { ...EXPECTED_SINCE.attempts_per_operation, mean: expect.closeTo(EXPECTED_SINCE.attempts_per_operation.mean, 12) } });
+    expect(s).toMatchObject({
+      ...EXPECTED_SINCE,
+      attempts_per_operation: {
+        ...EXPECTED_SINCE.attempts_per_operation,
+        mean: expect.closeTo(EXPECTED_SINCE.attempts_per_operation.mean, 12),
+      },
+    });
     expect(s.unresolved).toEqual(EXPECTED_UNRESOLVED);
   });
 
@@ -196,11 +230,23 @@ describe.each(backends)('recon stats on $name', (backend: Backend) => {
   it('prints valid Prometheus text with the same numbers', async () => {
     const s = await computeStats(db!, { now: new Date(NOW) });
     const families = parsePrometheus(statsPrometheus(s));
-    expect(families.get('recon_unresolved_operations_by_age')!.samples).toContainEqual({ name: 'recon_unresolved_operations_by_age', labels: { state: 'outcome_unknown', age: '10m-1h' }, value: 2 });
-    expect(families.get('recon_operations')!.samples).toContainEqual({ name: 'recon_operations', labels: { state: 'confirmed' }, value: 87 });
+    expect(families.get('recon_unresolved_operations_by_age')!.samples).toContainEqual({
+      name: 'recon_unresolved_operations_by_age',
+      labels: { state: 'outcome_unknown', age: '10m-1h' },
+      value: 2,
+    });
+    expect(families.get('recon_operations')!.samples).toContainEqual({
+      name: 'recon_operations',
+      labels: { state: 'confirmed' },
+      value: 87,
+    });
     const ttr = families.get('recon_time_to_reconciliation_seconds')!;
     expect(ttr.type).toBe('summary');
-    expect(ttr.samples).toContainEqual({ name: 'recon_time_to_reconciliation_seconds', labels: { quantile: '0.99' }, value: 100 });
+    expect(ttr.samples).toContainEqual({
+      name: 'recon_time_to_reconciliation_seconds',
+      labels: { quantile: '0.99' },
+      value: 100,
+    });
     expect(ttr.samples).toContainEqual({ name: 'recon_time_to_reconciliation_seconds_count', labels: {}, value: 101 });
     expect(families.get('recon_escalations')!.samples[0]!.value).toBe(4);
     expect(families.get('recon_duplicate_actions')!.samples[0]!.value).toBe(2);
@@ -220,17 +266,31 @@ describe.each(backends)('recon stats on $name', (backend: Backend) => {
       { state: 'pending', age_bucket: '>3d', count: 1 },
       { state: 'submitting', age_bucket: '>3d', count: 1 },
     ]);
-    expect(s).toMatchObject({ unresolved_total: 8, by_state: EXPECTED_BY_STATE, time_to_reconciliation_seconds: EXPECTED_TTR, escalations: 4, duplicate_actions: 2, ledger_duplicate_groups: 2 });
+    expect(s).toMatchObject({
+      unresolved_total: 8,
+      by_state: EXPECTED_BY_STATE,
+      time_to_reconciliation_seconds: EXPECTED_TTR,
+      escalations: 4,
+      duplicate_actions: 2,
+      ledger_duplicate_groups: 2,
+    });
     expect(s.attempts_per_operation.histogram).toEqual(EXPECTED_ATTEMPTS.histogram);
 
     const since = await recon(['stats', '--json', '--since', new Date(SINCE).toISOString()], { env });
     expect(since.code, since.stderr).toBe(0);
-    expect(since.json).toMatchObject({ ...EXPECTED_SINCE, attempts_per_operation: { histogram: EXPECTED_SINCE.attempts_per_operation.histogram } });
+    expect(since.json).toMatchObject({
+      ...EXPECTED_SINCE,
+      attempts_per_operation: { histogram: EXPECTED_SINCE.attempts_per_operation.histogram },
+    });
 
     const prom = await recon(['stats', '--format', 'prometheus'], { env });
     expect(prom.code, prom.stderr).toBe(0);
     const families = parsePrometheus(prom.stdout);
-    expect(families.get('recon_time_to_reconciliation_seconds')!.samples).toContainEqual({ name: 'recon_time_to_reconciliation_seconds', labels: { quantile: '0.5' }, value: 51 });
+    expect(families.get('recon_time_to_reconciliation_seconds')!.samples).toContainEqual({
+      name: 'recon_time_to_reconciliation_seconds',
+      labels: { quantile: '0.5' },
+      value: 51,
+    });
 
     const human = await recon(['stats'], { env });
     expect(human.code, human.stderr).toBe(0);

@@ -100,9 +100,14 @@ describe.each(backends)('store on $name', (backend) => {
   });
 
   it('a failing migration is rolled back whole and names its file', async () => {
-    const dir = migrationsFolder({ ...V1, '0002_broken.sql': 'ALTER TABLE recon.widgets ADD COLUMN x int; SELECT * FROM nowhere;' });
+    const dir = migrationsFolder({
+      ...V1,
+      '0002_broken.sql': 'ALTER TABLE recon.widgets ADD COLUMN x int; SELECT * FROM nowhere;',
+    });
     const url = await backend.url();
-    await expect(openStore(url, { migrationsDir: dir })).rejects.toThrow(/migration 0002_broken\.sql failed: .*nowhere/);
+    await expect(openStore(url, { migrationsDir: dir })).rejects.toThrow(
+      /migration 0002_broken\.sql failed: .*nowhere/,
+    );
     await withStore(await openStore(url, { migrationsDir: migrationsFolder(V1) }), async (db) => {
       expect(await schemaStatus(db, { dir: migrationsFolder(V1) })).toEqual({ version: 1, latest: 1, pending: [] });
       const cols = await db.query(
@@ -138,7 +143,13 @@ describe.each(backends)('store on $name', (backend) => {
         `SELECT 4200::bigint AS amount, 12.5::numeric AS n, ARRAY[1, 2]::bigint[] AS ids,
                 '{"a": 1}'::jsonb AS j, '2024-01-02T03:04:05Z'::timestamptz AS at`,
       );
-      expect(res.rows[0]).toEqual({ amount: 4200, n: 12.5, ids: [1, 2], j: { a: 1 }, at: new Date('2024-01-02T03:04:05Z') });
+      expect(res.rows[0]).toEqual({
+        amount: 4200,
+        n: 12.5,
+        ids: [1, 2],
+        j: { a: 1 },
+        at: new Date('2024-01-02T03:04:05Z'),
+      });
       await db.query('CREATE TABLE public.c (id int)');
       expect((await db.query('INSERT INTO public.c SELECT generate_series(1, $1::int)', [3])).rowCount).toBe(3);
       expect((await db.query('UPDATE public.c SET id = id + 1 WHERE id > $1::int', [1])).rowCount).toBe(2);
@@ -177,7 +188,10 @@ describe.each(backends)('store on $name', (backend) => {
 async function openRaw(url: string): Promise<Db> {
   const target = parseStoreUrl(url);
   if (target.kind === 'postgres') return (await import('../../src/store/postgres.js')).openPostgres(url);
-  return (await import('../../src/store/pglite.js')).openPglite(url, target.kind === 'pglite' ? target.path : undefined);
+  return (await import('../../src/store/pglite.js')).openPglite(
+    url,
+    target.kind === 'pglite' ? target.path : undefined,
+  );
 }
 
 describe.runIf(backends.some((b) => b.name === 'postgres'))('store on postgres: concurrency and reachability', () => {
@@ -187,7 +201,9 @@ describe.runIf(backends.some((b) => b.name === 'postgres'))('store on postgres: 
     const url = await pgBackend.url();
     const dbs = await Promise.all([openStore(url), openStore(url), openStore(url), openStore(url)]);
     try {
-      const rows = await dbs[0]!.query<{ version: number }>('SELECT version FROM recon.schema_migrations ORDER BY version');
+      const rows = await dbs[0]!.query<{ version: number }>(
+        'SELECT version FROM recon.schema_migrations ORDER BY version',
+      );
       expect(rows.rows.map((r) => r.version)).toEqual(loadMigrations().map((m) => m.version));
     } finally {
       await Promise.all(dbs.map((db) => db.close()));
@@ -222,7 +238,9 @@ describe.runIf(backends.some((b) => b.name === 'postgres'))('store on postgres: 
   it('an unreachable server is exit 6 "store unreachable", with the password redacted', async () => {
     const err = await openStore('postgres://recon:s3cret-pw@127.0.0.1:1/ops').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreLockedError);
-    expect((err as Error).message).toMatch(/^store unreachable: postgres:\/\/recon:\*\*\*@127\.0\.0\.1:1\/ops: .*ECONNREFUSED/);
+    expect((err as Error).message).toMatch(
+      /^store unreachable: postgres:\/\/recon:\*\*\*@127\.0\.0\.1:1\/ops: .*ECONNREFUSED/,
+    );
     expect((err as Error).message).not.toContain('s3cret-pw');
     expect((err as Error).cause).toBeDefined();
   });
@@ -315,7 +333,9 @@ describe.runIf(backends.some((b) => b.name === 'pglite'))('embedded store lock',
     const url = await pgliteBackend.url();
     fs.mkdirSync(path.dirname(folderOf(url)), { recursive: true });
     fs.writeFileSync(`${folderOf(url)}.lock`, '');
-    await expect(openStore(url)).rejects.toThrow(/cannot be read\); if no recon process is using it, remove .*db\.lock/);
+    await expect(openStore(url)).rejects.toThrow(
+      /cannot be read\); if no recon process is using it, remove .*db\.lock/,
+    );
   });
 
   it('memory: needs no lock and opens migrated', async () => {
@@ -343,7 +363,9 @@ describe('store URL', () => {
     for (const bad of ['mysql://u:pw@h/d', 'pglite:', '.recon/db', 'memory']) {
       expect(() => parseStoreUrl(bad)).toThrow(UsageError);
     }
-    expect(() => parseStoreUrl('mysql://u:hunter2@h/d')).toThrow(/^invalid --db URL mysql:\/\/u:\*\*\*@h\/d: use postgres/);
+    expect(() => parseStoreUrl('mysql://u:hunter2@h/d')).toThrow(
+      /^invalid --db URL mysql:\/\/u:\*\*\*@h\/d: use postgres/,
+    );
     await expect(openStore('sqlite:x')).rejects.toBeInstanceOf(UsageError);
   });
 });

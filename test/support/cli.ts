@@ -50,7 +50,11 @@ export function cleanEnv(extra: Record<string, string | undefined> = {}): NodeJS
 
 export function spawnRecon(args: string[], opts: CliOptions = {}): ChildProcess {
   assertBuilt();
-  return spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd ?? ROOT, env: cleanEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'] });
+  return spawn(process.execPath, [BIN, ...args], {
+    cwd: opts.cwd ?? ROOT,
+    env: cleanEnv(opts.env),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
 }
 
 export function recon(args: string[], opts: CliOptions = {}): Promise<CliResult> {

@@ -52,7 +52,9 @@ export async function startPostgres(): Promise<PostgresServer> {
     fs.chownSync(dir, uid, gid);
   }
   const run = (cmd: string, args: string[]) =>
-    asRoot ? runCommand('runuser', ['-u', 'postgres', '--', path.join(bin, cmd), ...args]) : runCommand(path.join(bin, cmd), args);
+    asRoot
+      ? runCommand('runuser', ['-u', 'postgres', '--', path.join(bin, cmd), ...args])
+      : runCommand(path.join(bin, cmd), args);
 
   try {
     await run('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--no-locale', '--no-sync']);
@@ -62,7 +64,7 @@ export async function startPostgres(): Promise<PostgresServer> {
       const port = await freePort();
       const options = [
         `-p ${port}`,
-        "-c listen_addresses=127.0.0.1",
+        '-c listen_addresses=127.0.0.1',
         `-c unix_socket_directories=${dir}`,
         '-c fsync=off',
         '-c synchronous_commit=off',
@@ -107,7 +109,10 @@ export async function startPostgres(): Promise<PostgresServer> {
 }
 
 /** Creates an empty database on the server at `baseUrl` and returns its URL. */
-export async function createDatabase(baseUrl: string, name = `recon_t_${randomBytes(6).toString('hex')}`): Promise<string> {
+export async function createDatabase(
+  baseUrl: string,
+  name = `recon_t_${randomBytes(6).toString('hex')}`,
+): Promise<string> {
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new Error(`bad test database name ${name}`);
   const pg = (await import('pg')).default;
   const client = new pg.Client({ connectionString: baseUrl });

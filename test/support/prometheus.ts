@@ -43,7 +43,8 @@ function familyOf(sample: string, families: Map<string, Family>): Family | undef
   for (const suffix of ['_count', '_sum', '_bucket']) {
     if (!sample.endsWith(suffix)) continue;
     const f = families.get(sample.slice(0, -suffix.length));
-    if (f && (f.type === 'summary' || f.type === 'histogram') && (suffix !== '_bucket' || f.type === 'histogram')) return f;
+    if (f && (f.type === 'summary' || f.type === 'histogram') && (suffix !== '_bucket' || f.type === 'histogram'))
+      return f;
   }
   return undefined;
 }
@@ -66,7 +67,8 @@ export function parsePrometheus(text: string): Map<string, Family> {
         helps.set(name!, rest);
         return;
       }
-      if (!['counter', 'gauge', 'histogram', 'summary', 'untyped'].includes(rest)) throw new Error(`line ${line}: bad TYPE ${rest}`);
+      if (!['counter', 'gauge', 'histogram', 'summary', 'untyped'].includes(rest))
+        throw new Error(`line ${line}: bad TYPE ${rest}`);
       if (families.has(name!)) throw new Error(`line ${line}: second TYPE for ${name}`);
       if (seen.has(name!)) throw new Error(`line ${line}: TYPE for ${name} after its samples`);
       families.set(name!, { name: name!, help: helps.get(name!) ?? null, type: rest as Family['type'], samples: [] });
@@ -81,12 +83,17 @@ export function parsePrometheus(text: string): Map<string, Family> {
     if (!family) throw new Error(`line ${line}: sample ${name} has no TYPE line before it`);
     seen.add(family.name);
     const labels = labelText ? parseLabels(labelText, line) : {};
-    if (family.type === 'summary' && name === family.name && !('quantile' in labels)) throw new Error(`line ${line}: summary sample without quantile`);
+    if (family.type === 'summary' && name === family.name && !('quantile' in labels))
+      throw new Error(`line ${line}: summary sample without quantile`);
     const key = `${name}${JSON.stringify(Object.entries(labels).sort())}`;
     if (family.samples.some((s) => `${s.name}${JSON.stringify(Object.entries(s.labels).sort())}` === key)) {
       throw new Error(`line ${line}: duplicate sample ${key}`);
     }
-    family.samples.push({ name: name!, labels, value: Number(valueText!.replace(/^\+?Inf$/, 'Infinity').replace(/^-Inf$/, '-Infinity')) });
+    family.samples.push({
+      name: name!,
+      labels,
+      value: Number(valueText!.replace(/^\+?Inf$/, 'Infinity').replace(/^-Inf$/, '-Infinity')),
+    });
   });
   for (const f of families.values()) if (f.help === null) throw new Error(`${f.name}: no HELP line`);
   return families;

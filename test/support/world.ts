@@ -65,7 +65,11 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   }
   const configPath = path.join(dir, 'recon.config.json');
   fs.writeFileSync(configPath, JSON.stringify({ db: storeUrl, providers }, null, 2));
-  const env = { STRIPE_API_KEY: stripe.apiKey, STRIPE_WEBHOOK_SECRET: stripe.webhookSecret, WAREHOUSE_TOKEN: 'wh_token_test' };
+  const env = {
+    STRIPE_API_KEY: stripe.apiKey,
+    STRIPE_WEBHOOK_SECRET: stripe.webhookSecret,
+    WAREHOUSE_TOKEN: 'wh_token_test',
+  };
   const withEnv = (opts: CliOptions = {}): CliOptions => ({ cwd: dir, ...opts, env: { ...env, ...opts.env } });
   return {
     dir,
@@ -75,7 +79,8 @@ export async function startWorld(o: WorldOptions): Promise<World> {
     warehouse,
     recon: (args, opts) => recon(args, withEnv(opts)),
     spawn: (args, opts) => spawnRecon(args, withEnv(opts)),
-    record: (ops) => recon(['ops', 'record', '-', '--json'], withEnv({ input: ops.map((x) => JSON.stringify(x)).join('\n') })),
+    record: (ops) =>
+      recon(['ops', 'record', '-', '--json'], withEnv({ input: ops.map((x) => JSON.stringify(x)).join('\n') })),
     async close() {
       await stripe.close();
       await warehouse?.close();

@@ -2,7 +2,13 @@ import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig, parseConfig, redact, type HttpProviderConfig, type StripeProviderConfig } from '../../src/config.js';
+import {
+  loadConfig,
+  parseConfig,
+  redact,
+  type HttpProviderConfig,
+  type StripeProviderConfig,
+} from '../../src/config.js';
 import { clearSecrets } from '../../src/config/redact.js';
 import { UsageError } from '../../src/errors.js';
 import { createProvider } from '../../src/providers/index.js';
@@ -28,8 +34,14 @@ export const SPEC_EXAMPLE = {
       apiKey: '${STRIPE_API_KEY}',
       apiBase: 'https://api.stripe.com',
       webhookSecret: '${STRIPE_WEBHOOK_SECRET}',
-      keyRetention: '24h', uncertaintyWindow: '10m', maxAttempts: 3,
-      escalateAfter: '72h', rateLimit: 25, concurrency: 8, timeout: '20s', lease: '2m',
+      keyRetention: '24h',
+      uncertaintyWindow: '10m',
+      maxAttempts: 3,
+      escalateAfter: '72h',
+      rateLimit: 25,
+      concurrency: 8,
+      timeout: '20s',
+      lease: '2m',
     },
     warehouse: {
       type: 'http',
@@ -41,19 +53,27 @@ export const SPEC_EXAMPLE = {
       get: { path: '/v1/shipments/{id}' },
       fields: { id: 'id', status: 'status', idempotencyKey: 'idempotency_key', clientReference: 'client_reference' },
       status: { confirmed: ['created', 'shipped'], pending: ['processing'], failed: ['rejected'] },
-      lookupAuthoritative: false, keyRetention: '7d', uncertaintyWindow: '10m',
+      lookupAuthoritative: false,
+      keyRetention: '7d',
+      uncertaintyWindow: '10m',
     },
     calendar: { type: 'module', module: './providers/calendar.js' },
   },
 };
 
-const ENV = { STRIPE_API_KEY: 'sk_test_abc123secret', STRIPE_WEBHOOK_SECRET: 'whsec_topsecret', WAREHOUSE_TOKEN: 'wh-tok-9876' };
+const ENV = {
+  STRIPE_API_KEY: 'sk_test_abc123secret',
+  STRIPE_WEBHOOK_SECRET: 'whsec_topsecret',
+  WAREHOUSE_TOKEN: 'wh-tok-9876',
+};
 
 async function loadError(config: unknown, env: Record<string, string> = ENV): Promise<UsageError> {
   const folder = dir();
   writeConfig(folder, config);
   const err = await loadConfig({ env, cwd: folder }).then(
-    () => { throw new Error('expected loadConfig to fail'); },
+    () => {
+      throw new Error('expected loadConfig to fail');
+    },
     (e: unknown) => e,
   );
   expect(err).toBeInstanceOf(UsageError);
@@ -81,19 +101,30 @@ describe('discovery', () => {
   });
 
   it('a --config file that does not exist is a usage error naming the flag', async () => {
-    await expect(loadConfig({ flag: 'nope.json', env: {}, cwd: dir() })).rejects.toThrow(/--config: config file .*nope\.json does not exist/);
+    await expect(loadConfig({ flag: 'nope.json', env: {}, cwd: dir() })).rejects.toThrow(
+      /--config: config file .*nope\.json does not exist/,
+    );
   });
 
   it('without a file, a stripe provider exists exactly when STRIPE_API_KEY is set', async () => {
     const folder = dir();
     expect((await loadConfig({ env: {}, cwd: folder })).providers).toEqual({});
     const loaded = await loadConfig({
-      env: { STRIPE_API_KEY: 'sk_test_fromenv1', STRIPE_API_BASE: 'http://127.0.0.1:12111', STRIPE_WEBHOOK_SECRET: 'whsec_env' },
+      env: {
+        STRIPE_API_KEY: 'sk_test_fromenv1',
+        STRIPE_API_BASE: 'http://127.0.0.1:12111',
+        STRIPE_WEBHOOK_SECRET: 'whsec_env',
+      },
       cwd: folder,
     });
     expect(loaded.path).toBeNull();
     const stripe = loaded.providers['stripe'] as StripeProviderConfig;
-    expect(stripe).toMatchObject({ type: 'stripe', apiKey: 'sk_test_fromenv1', apiBase: 'http://127.0.0.1:12111', webhookSecret: 'whsec_env' });
+    expect(stripe).toMatchObject({
+      type: 'stripe',
+      apiKey: 'sk_test_fromenv1',
+      apiBase: 'http://127.0.0.1:12111',
+      webhookSecret: 'whsec_env',
+    });
     expect(stripe.capabilities).toMatchObject({ keyRetentionMs: 24 * H, lookupAuthoritative: true });
   });
 });
@@ -107,20 +138,35 @@ describe('the SPEC example', () => {
     const stripe = loaded.providers['stripe'] as StripeProviderConfig;
     expect(stripe.apiKey).toBe(ENV.STRIPE_API_KEY);
     expect(stripe.capabilities).toEqual({
-      keyRetentionMs: 24 * H, lookupAuthoritative: true, uncertaintyWindowMs: 600_000, maxAttempts: 3,
-      escalateAfterMs: 72 * H, rateLimit: 25, concurrency: 8, timeoutMs: 20_000, leaseMs: 120_000,
+      keyRetentionMs: 24 * H,
+      lookupAuthoritative: true,
+      uncertaintyWindowMs: 600_000,
+      maxAttempts: 3,
+      escalateAfterMs: 72 * H,
+      rateLimit: 25,
+      concurrency: 8,
+      timeoutMs: 20_000,
+      leaseMs: 120_000,
     });
     const warehouse = loaded.providers['warehouse'] as HttpProviderConfig;
     expect(warehouse.headers).toEqual({ Authorization: 'Bearer wh-tok-9876' });
     expect(warehouse.get).toEqual({ method: 'GET', path: '/v1/shipments/{id}' });
-    expect(warehouse.capabilities).toMatchObject({ keyRetentionMs: 7 * 24 * H, lookupAuthoritative: false, maxAttempts: 3 });
+    expect(warehouse.capabilities).toMatchObject({
+      keyRetentionMs: 7 * 24 * H,
+      lookupAuthoritative: false,
+      maxAttempts: 3,
+    });
     const calendar = loaded.providers['calendar']!;
     expect(calendar).toMatchObject({ type: 'module', module: path.join(folder, 'providers/calendar.js') });
   });
 
   it('http defaults: keyRetention 24h and lookupAuthoritative false', () => {
     const { providers } = parseConfig(
-      JSON.stringify({ providers: { w: { ...SPEC_EXAMPLE.providers.warehouse, keyRetention: undefined, lookupAuthoritative: undefined } } }),
+      JSON.stringify({
+        providers: {
+          w: { ...SPEC_EXAMPLE.providers.warehouse, keyRetention: undefined, lookupAuthoritative: undefined },
+        },
+      }),
       { path: '/x/recon.config.json', env: ENV },
     );
     expect(providers['w']!.capabilities).toMatchObject({ keyRetentionMs: 24 * H, lookupAuthoritative: false });
@@ -162,13 +208,21 @@ describe('one-line errors naming the key and the fix', () => {
 
   it('a lease that does not exceed the timeout', async () => {
     const err = await loadError(stripeOnly({ timeout: '2m', lease: '2m' }));
-    expect(err.message).toMatch(/providers\.stripe\.lease: 2m must exceed the timeout \(2m\); raise lease or lower timeout/);
+    expect(err.message).toMatch(
+      /providers\.stripe\.lease: 2m must exceed the timeout \(2m\); raise lease or lower timeout/,
+    );
   });
 
   it('negative or fractional numbers', async () => {
-    expect((await loadError(stripeOnly({ maxAttempts: -1 }))).message).toMatch(/providers\.stripe\.maxAttempts: expected a whole number of at least 1, got -1/);
-    expect((await loadError(stripeOnly({ concurrency: 2.5 }))).message).toMatch(/providers\.stripe\.concurrency: .* got 2\.5/);
-    expect((await loadError(stripeOnly({ rateLimit: 0 }))).message).toMatch(/providers\.stripe\.rateLimit: expected a number greater than 0/);
+    expect((await loadError(stripeOnly({ maxAttempts: -1 }))).message).toMatch(
+      /providers\.stripe\.maxAttempts: expected a whole number of at least 1, got -1/,
+    );
+    expect((await loadError(stripeOnly({ concurrency: 2.5 }))).message).toMatch(
+      /providers\.stripe\.concurrency: .* got 2\.5/,
+    );
+    expect((await loadError(stripeOnly({ rateLimit: 0 }))).message).toMatch(
+      /providers\.stripe\.rateLimit: expected a number greater than 0/,
+    );
   });
 
   it('an unknown key, with a suggestion', async () => {
@@ -194,14 +248,30 @@ describe('one-line errors naming the key and the fix', () => {
 describe('secrets', () => {
   it('redact() hides configured secrets, substituted secret variables and key-shaped strings', async () => {
     const folder = dir();
-    writeConfig(folder, { ...SPEC_EXAMPLE, providers: { ...SPEC_EXAMPLE.providers, extra: { type: 'stripe', apiKey: '${MY_API_KEY}' } } });
+    writeConfig(folder, {
+      ...SPEC_EXAMPLE,
+      providers: { ...SPEC_EXAMPLE.providers, extra: { type: 'stripe', apiKey: '${MY_API_KEY}' } },
+    });
     await loadConfig({ env: { ...ENV, MY_API_KEY: 'opaque-value-42' }, cwd: folder });
     const text = [
-      ENV.STRIPE_API_KEY, ENV.STRIPE_WEBHOOK_SECRET, 'Bearer wh-tok-9876', 'opaque-value-42',
-      'sk_live_unconfigured999', 'whsec_other', 'postgres://u:pa55word@h/db',
+      ENV.STRIPE_API_KEY,
+      ENV.STRIPE_WEBHOOK_SECRET,
+      'Bearer wh-tok-9876',
+      'opaque-value-42',
+      'sk_live_unconfigured999',
+      'whsec_other',
+      'postgres://u:pa55word@h/db',
     ].join(' | ');
     const out = redact(text);
-    for (const secret of ['abc123secret', 'topsecret', 'wh-tok-9876', 'opaque-value-42', 'unconfigured999', 'whsec_other', 'pa55word']) {
+    for (const secret of [
+      'abc123secret',
+      'topsecret',
+      'wh-tok-9876',
+      'opaque-value-42',
+      'unconfigured999',
+      'whsec_other',
+      'pa55word',
+    ]) {
       expect(out).not.toContain(secret);
     }
     expect(out).toContain('postgres://u:[redacted]@h/db');
@@ -210,12 +280,17 @@ describe('secrets', () => {
   it('an API key never appears in an error, its String() or its stack', async () => {
     const key = 'sk_test_neverShowMe123';
     // The key is substituted into apiBase, which then fails validation: the message must not echo it.
-    const err = await loadError({ providers: { stripe: { type: 'stripe', apiKey: '${STRIPE_API_KEY}', apiBase: 'x${STRIPE_API_KEY}' } } }, {
-      STRIPE_API_KEY: key,
-    });
+    const err = await loadError(
+      { providers: { stripe: { type: 'stripe', apiKey: '${STRIPE_API_KEY}', apiBase: 'x${STRIPE_API_KEY}' } } },
+      {
+        STRIPE_API_KEY: key,
+      },
+    );
     expect(err.message).toMatch(/providers\.stripe\.apiBase: not a URL/);
     for (const text of [err.message, String(err), err.stack ?? '']) expect(text).not.toContain(key);
-    const unknown = await createProvider('nope', await loadConfig({ env: { STRIPE_API_KEY: key }, cwd: dir() })).catch((e: Error) => e);
+    const unknown = await createProvider('nope', await loadConfig({ env: { STRIPE_API_KEY: key }, cwd: dir() })).catch(
+      (e: Error) => e,
+    );
     expect(String(unknown)).toBe('UsageError: unknown provider "nope"; configured: stripe');
   });
 });
@@ -226,6 +301,8 @@ describe('createProvider', () => {
     mkdirSync(path.join(folder, 'providers'));
     writeConfig(folder, SPEC_EXAMPLE);
     const loaded = await loadConfig({ env: ENV, cwd: folder });
-    await expect(createProvider('x', loaded)).rejects.toThrow('unknown provider "x"; configured: stripe, warehouse, calendar');
+    await expect(createProvider('x', loaded)).rejects.toThrow(
+      'unknown provider "x"; configured: stripe, warehouse, calendar',
+    );
   });
 });

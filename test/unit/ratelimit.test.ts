@@ -197,7 +197,12 @@ describe('limitConcurrency', () => {
     expect(peak).toBe(2);
     expect(started).toEqual([0, 1, 2, 3, 4, 99]);
     expect(settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as Error).message))).toEqual([
-      0, 10, 20, 'task 3', 40, 99,
+      0,
+      10,
+      20,
+      'task 3',
+      40,
+      99,
     ]);
   });
 

@@ -9,10 +9,7 @@ const RUNS = { numRuns: 3000 };
 
 /** Durations near the values the rule compares with, so boundaries are hit often, not by luck. */
 const near = (...ms: number[]) =>
-  fc.oneof(
-    fc.integer({ min: -2 * HOUR, max: 120 * HOUR }),
-    fc.constantFrom(...ms.flatMap((m) => [m - 1, m, m + 1])),
-  );
+  fc.oneof(fc.integer({ min: -2 * HOUR, max: 120 * HOUR }), fc.constantFrom(...ms.flatMap((m) => [m - 1, m, m + 1])));
 
 const txnArb: fc.Arbitrary<ProviderTxn> = fc
   .record({
@@ -91,12 +88,14 @@ const distinctIds = (txns: ProviderTxn[]) => new Set(txns.map((t) => t.provider_
 function notFoundForAWindow(i: RuleInput): boolean {
   const since = i.lastAttemptAt ?? i.operation.first_attempt_at;
   const relevant = i.history.filter((o) => since === null || ms(o.observed_at) > ms(since));
-  return relevant.some(
-    (o) =>
-      o.result === 'not_found' &&
-      ms(i.now) - ms(o.observed_at) >= i.capabilities.uncertaintyWindowMs &&
-      relevant.every((later) => ms(later.observed_at) <= ms(o.observed_at) || later.result === 'not_found'),
-  ) || (i.capabilities.uncertaintyWindowMs <= 0);
+  return (
+    relevant.some(
+      (o) =>
+        o.result === 'not_found' &&
+        ms(i.now) - ms(o.observed_at) >= i.capabilities.uncertaintyWindowMs &&
+        relevant.every((later) => ms(later.observed_at) <= ms(o.observed_at) || later.result === 'not_found'),
+    ) || i.capabilities.uncertaintyWindowMs <= 0
+  );
 }
 
 describe('decide() properties', () => {

@@ -17,7 +17,9 @@ const ALLOWED: Record<State, State[]> = {
 };
 
 const allowedPairs = STATES.flatMap((from) => ALLOWED[from].map((to) => [from, to] as const));
-const illegalPairs = STATES.flatMap((from) => STATES.filter((to) => !ALLOWED[from].includes(to)).map((to) => [from, to] as const));
+const illegalPairs = STATES.flatMap((from) =>
+  STATES.filter((to) => !ALLOWED[from].includes(to)).map((to) => [from, to] as const),
+);
 
 describe('the state machine of SPEC §3', () => {
   it.each(allowedPairs)('%s → %s is allowed', (from, to) => {

@@ -17,18 +17,26 @@ describe('percentile (nearest rank)', () => {
     expect([percentile(v, 50), percentile(v, 90), percentile(v, 99), percentile(v, 100)]).toEqual([50, 90, 99, 100]);
     expect([percentile([7], 50), percentile([7], 99)]).toEqual([7, 7]);
     expect([percentile([1, 2], 50), percentile([1, 2], 51)]).toEqual([1, 2]);
-    expect([percentile([10, 20, 30, 40], 0), percentile([10, 20, 30, 40], 25), percentile([10, 20, 30, 40], 26)]).toEqual([10, 10, 20]);
+    expect([
+      percentile([10, 20, 30, 40], 0),
+      percentile([10, 20, 30, 40], 25),
+      percentile([10, 20, 30, 40], 26),
+    ]).toEqual([10, 10, 20]);
   });
 
   it('returns a member such that at least p% of the values are at or below it, and fewer than p% strictly below', () => {
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 0, max: 1000 }), { minLength: 1, maxLength: 200 }), fc.integer({ min: 1, max: 100 }), (raw, p) => {
-        const sorted = [...raw].sort((a, b) => a - b);
-        const q = percentile(sorted, p)!;
-        expect(sorted).toContain(q);
-        expect(sorted.filter((x) => x <= q).length / sorted.length).toBeGreaterThanOrEqual(p / 100);
-        expect(sorted.filter((x) => x < q).length / sorted.length).toBeLessThan(p / 100);
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 1000 }), { minLength: 1, maxLength: 200 }),
+        fc.integer({ min: 1, max: 100 }),
+        (raw, p) => {
+          const sorted = [...raw].sort((a, b) => a - b);
+          const q = percentile(sorted, p)!;
+          expect(sorted).toContain(q);
+          expect(sorted.filter((x) => x <= q).length / sorted.length).toBeGreaterThanOrEqual(p / 100);
+          expect(sorted.filter((x) => x < q).length / sorted.length).toBeLessThan(p / 100);
+        },
+      ),
     );
   });
 });

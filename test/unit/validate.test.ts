@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_PAYLOAD_BYTES, isCurrency, parseOperationsText, validateId, validateOperation } from '../../src/core/validate.js';
+import {
+  MAX_PAYLOAD_BYTES,
+  isCurrency,
+  parseOperationsText,
+  validateId,
+  validateOperation,
+} from '../../src/core/validate.js';
 import { UsageError } from '../../src/errors.js';
 
 const PROVIDERS = ['stripe', 'warehouse'];
@@ -44,7 +50,10 @@ describe('validateOperation: every bad input of SPEC §7 names the field', () =>
   });
 
   it('lower-cases the currency and keeps an explicit idempotency key', () => {
-    const op = validateOperation({ ...good(), payload: { amount: 5, currency: 'EUR' }, idempotency_key: 'k-1' }, PROVIDERS);
+    const op = validateOperation(
+      { ...good(), payload: { amount: 5, currency: 'EUR' }, idempotency_key: 'k-1' },
+      PROVIDERS,
+    );
     expect(op.currency).toBe('eur');
     expect(op.idempotency_key).toBe('k-1');
   });
@@ -52,15 +61,27 @@ describe('validateOperation: every bad input of SPEC §7 names the field', () =>
   it.each<[string, (o: any) => void, RegExp]>([
     ['unknown provider', (o) => (o.provider = 'paypal'), /^provider: unknown provider "paypal".*stripe, warehouse/],
     ['missing provider', (o) => delete o.provider, /^provider: required/],
-    ['negative amount', (o) => (o.payload.amount = -1), /^payload\.amount: -1 is not a valid amount; use a non-negative integer/],
+    [
+      'negative amount',
+      (o) => (o.payload.amount = -1),
+      /^payload\.amount: -1 is not a valid amount; use a non-negative integer/,
+    ],
     ['non-integer amount', (o) => (o.payload.amount = 19.99), /^payload\.amount: 19\.99 is not a valid amount/],
     ['amount given as a string', (o) => (o.payload.amount = '1999'), /^payload\.amount: "1999" is not a valid amount/],
     ['negative top-level amount', (o) => (o.amount = -5), /^amount: -5 is not a valid amount/],
     ['non-integer top-level amount', (o) => (o.amount = 1.5), /^amount: 1\.5 is not a valid amount/],
-    ['unknown currency', (o) => (o.payload.currency = 'xyz'), /^payload\.currency: "xyz" is not a known ISO 4217 currency/],
+    [
+      'unknown currency',
+      (o) => (o.payload.currency = 'xyz'),
+      /^payload\.currency: "xyz" is not a known ISO 4217 currency/,
+    ],
     ['currency not 3 letters', (o) => (o.payload.currency = 'dollars'), /^payload\.currency: "dollars"/],
     ['unknown top-level currency', (o) => (o.currency = 'abc'), /^currency: "abc" is not a known ISO 4217 currency/],
-    ['bad id characters', (o) => (o.id = 'refund/ord 1'), /^id: "refund\/ord 1" is not a valid operation id; use 1-200 characters/],
+    [
+      'bad id characters',
+      (o) => (o.id = 'refund/ord 1'),
+      /^id: "refund\/ord 1" is not a valid operation id; use 1-200 characters/,
+    ],
     ['id with a non-ASCII letter', (o) => (o.id = 'rëfund'), /^id: /],
     ['empty id', (o) => (o.id = ''), /^id: "" is not a valid operation id/],
     ['missing id', (o) => delete o.id, /^id: undefined is not a valid operation id/],
@@ -70,10 +91,22 @@ describe('validateOperation: every bad input of SPEC §7 names the field', () =>
     ['payload that is an array', (o) => (o.payload = [1]), /^payload: required, a JSON object/],
     ['bad action', (o) => (o.action = 'Refund Now'), /^action: required/],
     ['subject that is not an object', (o) => (o.subject = 'cus_1'), /^subject: must be a JSON object/],
-    ['amount disagreeing with payload.amount', (o) => (o.amount = 1000), /^amount: 1000 disagrees with payload\.amount 1999/],
-    ['currency disagreeing with payload.currency', (o) => (o.currency = 'eur'), /^currency: eur disagrees with payload\.currency usd/],
+    [
+      'amount disagreeing with payload.amount',
+      (o) => (o.amount = 1000),
+      /^amount: 1000 disagrees with payload\.amount 1999/,
+    ],
+    [
+      'currency disagreeing with payload.currency',
+      (o) => (o.currency = 'eur'),
+      /^currency: eur disagrees with payload\.currency usd/,
+    ],
     ['empty client_reference', (o) => (o.client_reference = ''), /^client_reference: must be a non-empty string/],
-    ['idempotency key over 255 characters', (o) => (o.idempotency_key = 'k'.repeat(256)), /^idempotency_key: must be a string of 1-255/],
+    [
+      'idempotency key over 255 characters',
+      (o) => (o.idempotency_key = 'k'.repeat(256)),
+      /^idempotency_key: must be a string of 1-255/,
+    ],
   ])('%s', (_name, mutate, message) => {
     const op = good();
     mutate(op);
@@ -81,13 +114,15 @@ describe('validateOperation: every bad input of SPEC §7 names the field', () =>
   });
 
   it('accepts an id of exactly 200 characters of every allowed class', () => {
-    const id = ('Az09._:-'.repeat(25)).slice(0, 200);
+    const id = 'Az09._:-'.repeat(25).slice(0, 200);
     expect(validateOperation({ ...good(), id }, PROVIDERS).id).toBe(id);
   });
 
   it('refuses a payload over 64 KiB and accepts one just under', () => {
     const big = { ...good(), payload: { amount: 1, note: 'x'.repeat(MAX_PAYLOAD_BYTES) } };
-    expect(usageError(() => validateOperation(big, PROVIDERS)).message).toMatch(/^payload: \d+ bytes is over the 64 KiB limit/);
+    expect(usageError(() => validateOperation(big, PROVIDERS)).message).toMatch(
+      /^payload: \d+ bytes is over the 64 KiB limit/,
+    );
     const fits = { ...good(), payload: { note: 'x'.repeat(MAX_PAYLOAD_BYTES - 20) } };
     expect(Buffer.byteLength(JSON.stringify(fits.payload))).toBeLessThanOrEqual(MAX_PAYLOAD_BYTES);
     expect(validateOperation(fits, PROVIDERS).payload).toBe(fits.payload);
@@ -101,11 +136,15 @@ describe('validateOperation: every bad input of SPEC §7 names the field', () =>
 
   it('prefixes the record position in a batch', () => {
     const op = { ...good(), payload: { amount: -3 } };
-    expect(usageError(() => validateOperation(op, PROVIDERS, 'ops.json[2]: ')).message).toMatch(/^ops\.json\[2\]: payload\.amount: /);
+    expect(usageError(() => validateOperation(op, PROVIDERS, 'ops.json[2]: ')).message).toMatch(
+      /^ops\.json\[2\]: payload\.amount: /,
+    );
   });
 
   it('says no provider is configured when there is none', () => {
-    expect(usageError(() => validateOperation(good(), [])).message).toMatch(/^provider: unknown provider "stripe"; configured: none/);
+    expect(usageError(() => validateOperation(good(), [])).message).toMatch(
+      /^provider: unknown provider "stripe"; configured: none/,
+    );
   });
 
   it.each([null, 42, 'text', [good()]])('refuses %j as not an object', (raw) => {
@@ -152,12 +191,16 @@ describe('parseOperationsText: a JSON object, an array, or NDJSON lines', () => 
 
   it('names the line of a malformed NDJSON record', () => {
     const text = `${JSON.stringify(a)}\n${JSON.stringify(b)}\n{"id": "c",\n`;
-    expect(usageError(() => parseOperationsText(text, 'ops.ndjson')).message).toMatch(/^ops\.ndjson: line 3: malformed JSON/);
+    expect(usageError(() => parseOperationsText(text, 'ops.ndjson')).message).toMatch(
+      /^ops\.ndjson: line 3: malformed JSON/,
+    );
   });
 
   it('names the line of an NDJSON record that is not JSON at all', () => {
     const text = `${JSON.stringify(a)}\nnot json\n${JSON.stringify(b)}`;
-    expect(usageError(() => parseOperationsText(text, 'ops.ndjson')).message).toMatch(/^ops\.ndjson: line 2: malformed JSON/);
+    expect(usageError(() => parseOperationsText(text, 'ops.ndjson')).message).toMatch(
+      /^ops\.ndjson: line 2: malformed JSON/,
+    );
   });
 
   it('reports malformed JSON of one document on one line, even when the input spans several', () => {

@@ -22,14 +22,22 @@ export function classifyAnswer(answer: HttpAnswer, config: HttpProviderConfig): 
   if (status >= 200 && status < 300) {
     const txn = toTxn(parseJson(text), config);
     // Accepted, but we cannot tell what was created: a lookup will.
-    if (txn === null) return { ...base, outcome: 'unknown', error_class: 'unreadable_response', message: `no ${config.fields.id} in the response` };
+    if (txn === null)
+      return {
+        ...base,
+        outcome: 'unknown',
+        error_class: 'unreadable_response',
+        message: `no ${config.fields.id} in the response`,
+      };
     return { ...base, outcome: txn.state, txn };
   }
   const message = redact(summarise(text));
   // In flight with the same key (IETF idempotency-key draft §2.6, and Stripe): the first request decides.
   if (status === 409) return { ...base, outcome: 'unknown', error_class: 'http_409', message };
-  if (isConflict(status, text, config)) return { ...base, outcome: 'conflict', error_class: 'idempotency_error', message };
-  if (status === 408 || status === 429 || status >= 500) return { ...base, outcome: 'unknown', error_class: `http_${status}`, message };
+  if (isConflict(status, text, config))
+    return { ...base, outcome: 'conflict', error_class: 'idempotency_error', message };
+  if (status === 408 || status === 429 || status >= 500)
+    return { ...base, outcome: 'unknown', error_class: `http_${status}`, message };
   // Any other 4xx: the provider refused the request, so nothing was created.
   if (status >= 400) return { ...base, outcome: 'failed', error_class: `http_${status}`, message };
   return { ...base, outcome: 'unknown', error_class: `http_${status}`, message };

@@ -5,7 +5,15 @@
  */
 import { ProviderUnavailableError } from '../../errors.js';
 import type { HttpProviderConfig, HttpRequestMapping } from '../../config/types.js';
-import type { ListRange, LookupQuery, LookupResult, Provider, ProviderTxn, SubmitRequest, SubmitResult } from '../../types.js';
+import type {
+  ListRange,
+  LookupQuery,
+  LookupResult,
+  Provider,
+  ProviderTxn,
+  SubmitRequest,
+  SubmitResult,
+} from '../../types.js';
 import { backoffDelay, realSleep, retryAfterMs, TokenBucket, withRetries, type Sleep } from '../../core/ratelimit.js';
 import { redact } from '../../config/redact.js';
 import { classifyAnswer, classifyNetworkError, parseJson, summarise, type HttpAnswer } from './classify.js';
@@ -34,7 +42,11 @@ export function createHttpProvider(config: HttpProviderConfig, deps: HttpProvide
   const where = `providers.${config.name}`;
 
   /** One request under the rate limit; a 429 is retried after Retry-After (it proves nothing was done). */
-  async function send(mapping: HttpRequestMapping, path: string, init: { body?: string; key?: string } = {}): Promise<HttpAnswer> {
+  async function send(
+    mapping: HttpRequestMapping,
+    path: string,
+    init: { body?: string; key?: string } = {},
+  ): Promise<HttpAnswer> {
     const headers: Record<string, string> = { Accept: 'application/json', ...config.headers };
     if (init.body !== undefined) headers['Content-Type'] = 'application/json';
     if (init.key !== undefined) headers[config.idempotencyHeader] = init.key;
@@ -74,12 +86,15 @@ export function createHttpProvider(config: HttpProviderConfig, deps: HttpProvide
     }
     if (answer.status === 404) return null;
     if (answer.status < 200 || answer.status >= 300) {
-      const e = new ProviderUnavailableError(`${config.name}: HTTP ${answer.status} from ${mapping.method} ${path}: ${redact(summarise(answer.text))}`);
+      const e = new ProviderUnavailableError(
+        `${config.name}: HTTP ${answer.status} from ${mapping.method} ${path}: ${redact(summarise(answer.text))}`,
+      );
       Object.assign(e, { retryAfterMs: retryAfterMs(answer.headers.get('retry-after')) });
       throw e;
     }
     const body = parseJson(answer.text);
-    if (body === undefined) throw new ProviderUnavailableError(`${config.name}: ${mapping.method} ${path} did not return JSON`);
+    if (body === undefined)
+      throw new ProviderUnavailableError(`${config.name}: ${mapping.method} ${path} did not return JSON`);
     return body;
   }
 
@@ -91,7 +106,10 @@ export function createHttpProvider(config: HttpProviderConfig, deps: HttpProvide
     async submit(req: SubmitRequest): Promise<SubmitResult> {
       const path = fillPath(config.submit.path, operationValues(req), `${where}.submit.path`);
       try {
-        return classifyAnswer(await send(config.submit, path, { body: JSON.stringify(req.payload), key: req.idempotency_key }), config);
+        return classifyAnswer(
+          await send(config.submit, path, { body: JSON.stringify(req.payload), key: req.idempotency_key }),
+          config,
+        );
       } catch (err) {
         return classifyNetworkError(err);
       }
@@ -104,12 +122,23 @@ export function createHttpProvider(config: HttpProviderConfig, deps: HttpProvide
         body = await read(config.lookup, path);
       } catch (err) {
         const retry = (err as { retryAfterMs?: number }).retryAfterMs;
-        return { result: 'unavailable', matches: [], candidates: [], error: (err as Error).message, ...(retry ? { retry_after_ms: retry } : {}) };
+        return {
+          result: 'unavailable',
+          matches: [],
+          candidates: [],
+          error: (err as Error).message,
+          ...(retry ? { retry_after_ms: retry } : {}),
+        };
       }
       const single = config.lookup.list === null;
       const items = body === null ? [] : single ? [body] : getPath(body, config.lookup.list!);
       if (!Array.isArray(items)) {
-        return { result: 'unavailable', matches: [], candidates: [], error: `${config.name}: no list at "${config.lookup.list}" in the lookup response` };
+        return {
+          result: 'unavailable',
+          matches: [],
+          candidates: [],
+          error: `${config.name}: no list at "${config.lookup.list}" in the lookup response`,
+        };
       }
       const matches: ProviderTxn[] = [];
       for (const item of items) {
@@ -119,7 +148,8 @@ export function createHttpProvider(config: HttpProviderConfig, deps: HttpProvide
         // A lookup that returns one object was addressed by identity already; a list must prove it per item.
         if (identity === true || (single && identity === undefined)) matches.push(txn);
       }
-      const result = matches.length === 0 ? 'not_found' : matches.every((t) => t.state === 'pending') ? 'pending' : 'found';
+      const result =
+        matches.length === 0 ? 'not_found' : matches.every((t) => t.state === 'pending') ? 'pending' : 'found';
       return { result, matches, candidates: [], note: `${config.lookup.method} ${path}` };
     },
 
@@ -141,10 +171,14 @@ export function createHttpProvider(config: HttpProviderConfig, deps: HttpProvide
     const first = fillPath(list.path, values, `${where}.list.path`, { dropMissingQuery: true });
     let cursor: string | null = null;
     for (let page = 1; ; page++) {
-      const path: string = cursor === null ? first : `${first}${first.includes('?') ? '&' : '?'}${list.cursorParam}=${encodeURIComponent(cursor)}`;
+      const path: string =
+        cursor === null
+          ? first
+          : `${first}${first.includes('?') ? '&' : '?'}${list.cursorParam}=${encodeURIComponent(cursor)}`;
       const body = await read(list, path);
       const items = body === null ? [] : getPath(body, list.list);
-      if (!Array.isArray(items)) throw new ProviderUnavailableError(`${config.name}: no list at "${list.list}" in the list response`);
+      if (!Array.isArray(items))
+        throw new ProviderUnavailableError(`${config.name}: no list at "${list.list}" in the list response`);
       range.onPage?.({ page, items: items.length });
       let last: ProviderTxn | null = null;
       for (const item of items) {

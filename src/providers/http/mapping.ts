@@ -25,7 +25,9 @@ export function fillPath(
       const v = valueOf(values, name);
       if (v === undefined) {
         const has = Object.keys(values).filter((k) => valueOf(values, k) !== undefined);
-        throw new UsageError(`${where}: {${name}} cannot be filled for this request; it has ${has.length > 0 ? has.join(', ') : 'no values'}`);
+        throw new UsageError(
+          `${where}: {${name}} cannot be filled for this request; it has ${has.length > 0 ? has.join(', ') : 'no values'}`,
+        );
       }
       return encodeURIComponent(v);
     });
@@ -135,6 +137,7 @@ export function toDate(v: unknown): Date | null {
 export function carriesIdentity(txn: ProviderTxn, q: LookupQuery, f: HttpFieldMapping): boolean | undefined {
   if (q.idempotency_key && f.idempotencyKey && txn.idempotency_key) return txn.idempotency_key === q.idempotency_key;
   if (q.operation_id && f.operationId && txn.operation_id) return txn.operation_id === q.operation_id;
-  if (q.client_reference && f.clientReference && txn.client_reference) return txn.client_reference === q.client_reference;
+  if (q.client_reference && f.clientReference && txn.client_reference)
+    return txn.client_reference === q.client_reference;
   return undefined;
 }

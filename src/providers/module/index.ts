@@ -34,22 +34,30 @@ export async function loadModuleProvider(config: ModuleProviderConfig): Promise<
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const reason = code === 'ERR_MODULE_NOT_FOUND' ? 'file not found' : redact((err as Error).message ?? String(err));
-    throw new UsageError(`${where}: cannot load ${config.moduleSpec} (${reason}); the path is relative to the config file`, { cause: err });
+    throw new UsageError(
+      `${where}: cannot load ${config.moduleSpec} (${reason}); the path is relative to the config file`,
+      { cause: err },
+    );
   }
   if (exported === undefined) {
-    throw new UsageError(`${where}: ${config.moduleSpec} has no default export; export default a provider or a factory (options, ctx) => provider`);
+    throw new UsageError(
+      `${where}: ${config.moduleSpec} has no default export; export default a provider or a factory (options, ctx) => provider`,
+    );
   }
   const ctx: ModuleContext = {
     name: config.name,
     capabilities: { ...config.capabilities, ...config.capabilityOverrides },
     configDir: path.dirname(config.module),
   };
-  const impl = (typeof exported === 'function' ? await (exported as (o: unknown, c: ModuleContext) => unknown)(config.options, ctx) : exported) as
-    | Partial<Provider>
-    | null;
+  const impl = (
+    typeof exported === 'function'
+      ? await (exported as (o: unknown, c: ModuleContext) => unknown)(config.options, ctx)
+      : exported
+  ) as Partial<Provider> | null;
 
   const missing = [...REQUIRED.filter((m) => typeof impl?.[m] !== 'function').map((m) => `${m}()`)];
-  if (impl === null || typeof impl !== 'object' || typeof impl.capabilities !== 'object' || impl.capabilities === null) missing.push('capabilities');
+  if (impl === null || typeof impl !== 'object' || typeof impl.capabilities !== 'object' || impl.capabilities === null)
+    missing.push('capabilities');
   if (missing.length > 0) {
     throw new UsageError(
       `${where}: ${config.moduleSpec} does not export ${missing.join(', ')}; a module provider implements submit, lookup, get and capabilities`,
@@ -57,7 +65,11 @@ export async function loadModuleProvider(config: ModuleProviderConfig): Promise<
   }
   const p = impl as Provider;
   // The module declares what it knows about its service; the config file has the last word.
-  const capabilities: ProviderCapabilities = { ...DEFAULT_CAPABILITIES, ...p.capabilities, ...config.capabilityOverrides };
+  const capabilities: ProviderCapabilities = {
+    ...DEFAULT_CAPABILITIES,
+    ...p.capabilities,
+    ...config.capabilityOverrides,
+  };
   checkLease(`providers.${config.name}`, capabilities);
 
   const provider: Provider = {
@@ -69,7 +81,8 @@ export async function loadModuleProvider(config: ModuleProviderConfig): Promise<
     get: (id) => p.get(id),
   };
   for (const m of OPTIONAL) {
-    if (typeof p[m] === 'function') (provider as unknown as Record<string, unknown>)[m] = (p[m] as (...a: unknown[]) => unknown).bind(p);
+    if (typeof p[m] === 'function')
+      (provider as unknown as Record<string, unknown>)[m] = (p[m] as (...a: unknown[]) => unknown).bind(p);
   }
   return provider;
 }

@@ -109,7 +109,9 @@ export function describeError(err: unknown): string {
 
 export function headerOf(headers: Record<string, unknown> | undefined, name: string): string | undefined {
   if (!headers) return undefined;
-  const value = headers[name] ?? headers[name.toLowerCase()] ??
+  const value =
+    headers[name] ??
+    headers[name.toLowerCase()] ??
     Object.entries(headers).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1];
   return Array.isArray(value) ? String(value[0]) : value === undefined ? undefined : String(value);
 }

@@ -46,7 +46,8 @@ export function createClient(config: StripeProviderConfig, deps: ClientDeps = {}
       },
       {
         retries: MAX_RETRIES,
-        isRetryable: (err) => isRateLimited(err) ? retryAfterOf(err) <= MAX_RETRY_AFTER_MS : kind === 'read' && isTransient(err),
+        isRetryable: (err) =>
+          isRateLimited(err) ? retryAfterOf(err) <= MAX_RETRY_AFTER_MS : kind === 'read' && isTransient(err),
         // Retry-After is a floor; the jitter on top keeps several throttled workers from returning together.
         delayFor: (err, attempt) => {
           const floor = isRateLimited(err) ? retryAfterOf(err) : 0;
@@ -71,7 +72,10 @@ function endpointOf(config: StripeProviderConfig): { host?: string; port?: numbe
 }
 
 export function isRateLimited(err: unknown): boolean {
-  return err instanceof Stripe.errors.StripeError && (err.statusCode === 429 || err instanceof Stripe.errors.StripeRateLimitError);
+  return (
+    err instanceof Stripe.errors.StripeError &&
+    (err.statusCode === 429 || err instanceof Stripe.errors.StripeRateLimitError)
+  );
 }
 
 /** Milliseconds the provider asked us to wait; 0 when it did not say. */

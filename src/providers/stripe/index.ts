@@ -61,18 +61,26 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
 
     parseWebhook(body: string, signature: string | undefined): WebhookEvent {
       if (!config.webhookSecret) {
-        throw new UsageError(`${where}.webhookSecret: not configured; set it (or STRIPE_WEBHOOK_SECRET) to verify webhooks`);
+        throw new UsageError(
+          `${where}.webhookSecret: not configured; set it (or STRIPE_WEBHOOK_SECRET) to verify webhooks`,
+        );
       }
       if (!signature) throw new UsageError('--signature: required; pass the Stripe-Signature header of the delivery');
       let event: Stripe.Event;
       try {
         event = client.stripe.webhooks.constructEvent(body, signature, config.webhookSecret);
       } catch (err) {
-        const reason = err instanceof Stripe.errors.StripeSignatureVerificationError ? 'signature does not match' : describeError(err);
+        const reason =
+          err instanceof Stripe.errors.StripeSignatureVerificationError
+            ? 'signature does not match'
+            : describeError(err);
         throw new UsageError(`--signature: invalid webhook signature (${reason}); check the provider's webhookSecret`);
       }
       const object = (event.data as { object?: { object?: string } }).object;
-      const txn = REFUND_EVENT_TYPES.includes(event.type) && object?.object === 'refund' ? refundToTxn(object as Stripe.Refund) : null;
+      const txn =
+        REFUND_EVENT_TYPES.includes(event.type) && object?.object === 'refund'
+          ? refundToTxn(object as Stripe.Refund)
+          : null;
       return { event_id: event.id, type: event.type, txn, raw: event };
     },
   };
@@ -81,7 +89,9 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
 /** The payload was validated when the operation was recorded; this only shapes it for the SDK. */
 function refundParams(req: SubmitRequest, where: string): Stripe.RefundCreateParams {
   if (req.action !== 'refund') {
-    throw new UsageError(`${where}: action ${JSON.stringify(req.action)} is not supported; the stripe provider does "refund"`);
+    throw new UsageError(
+      `${where}: action ${JSON.stringify(req.action)} is not supported; the stripe provider does "refund"`,
+    );
   }
   const p = req.payload;
   const params: Stripe.RefundCreateParams = {};
@@ -99,7 +109,8 @@ function refundParams(req: SubmitRequest, where: string): Stripe.RefundCreatePar
   const metadata: Record<string, string> = {};
   const given = p['metadata'];
   if (given !== undefined && given !== null) {
-    if (typeof given !== 'object' || Array.isArray(given)) throw new UsageError('payload.metadata: must be an object of strings');
+    if (typeof given !== 'object' || Array.isArray(given))
+      throw new UsageError('payload.metadata: must be an object of strings');
     for (const [k, v] of Object.entries(given)) metadata[k] = String(v);
   }
   // Ours win over the caller's: lookup depends on them.

@@ -21,7 +21,11 @@ export async function* refundPages(
 ): AsyncGenerator<Stripe.Refund[]> {
   let startingAfter: string | undefined;
   for (;;) {
-    const query: Stripe.RefundListParams = { ...params, limit: PAGE_SIZE, ...(startingAfter ? { starting_after: startingAfter } : {}) };
+    const query: Stripe.RefundListParams = {
+      ...params,
+      limit: PAGE_SIZE,
+      ...(startingAfter ? { starting_after: startingAfter } : {}),
+    };
     const page = await client.call(() => client.stripe.refunds.list(query), 'read');
     yield page.data;
     const last = page.data[page.data.length - 1];
@@ -42,7 +46,9 @@ export async function* listRefunds(client: StripeClient, range: ListRange): Asyn
       next = await pages.next();
     } catch (err) {
       // As for lookup and get: a provider that errors is unavailable (exit 5), not an unexpected failure.
-      throw new ProviderUnavailableError(`cannot list refunds (page ${page + 1}): ${describeError(err)}`, { cause: err });
+      throw new ProviderUnavailableError(`cannot list refunds (page ${page + 1}): ${describeError(err)}`, {
+        cause: err,
+      });
     }
     if (next.done) return;
     range.onPage?.({ page: ++page, items: next.value.length });

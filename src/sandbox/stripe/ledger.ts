@@ -31,10 +31,28 @@ export interface RefundFilter {
 }
 
 const CREATE_PARAMS = new Set([
-  'amount', 'charge', 'currency', 'customer', 'expand', 'instructions_email', 'metadata', 'origin',
-  'payment_intent', 'reason', 'refund_application_fee', 'reverse_transfer',
+  'amount',
+  'charge',
+  'currency',
+  'customer',
+  'expand',
+  'instructions_email',
+  'metadata',
+  'origin',
+  'payment_intent',
+  'reason',
+  'refund_application_fee',
+  'reverse_transfer',
 ]);
-const LIST_PARAMS = new Set(['charge', 'created', 'ending_before', 'expand', 'limit', 'payment_intent', 'starting_after']);
+const LIST_PARAMS = new Set([
+  'charge',
+  'created',
+  'ending_before',
+  'expand',
+  'limit',
+  'payment_intent',
+  'starting_after',
+]);
 const REASONS = new Set(['duplicate', 'fraudulent', 'requested_by_customer']);
 /** Statuses whose amount no longer counts as refunded (Stripe gives the money back to the charge). */
 const RETURNED = new Set(['failed', 'canceled']);
@@ -70,12 +88,32 @@ export class StripeLedger {
     const ch = randomId('ch');
     const currency = p.currency.toLowerCase();
     this.paymentIntents.set(pi, {
-      id: pi, object: 'payment_intent', amount: p.amount, amount_received: p.amount, created, currency,
-      latest_charge: ch, livemode: false, metadata: {}, status: 'succeeded',
+      id: pi,
+      object: 'payment_intent',
+      amount: p.amount,
+      amount_received: p.amount,
+      created,
+      currency,
+      latest_charge: ch,
+      livemode: false,
+      metadata: {},
+      status: 'succeeded',
     });
     this.charges.set(ch, {
-      id: ch, object: 'charge', amount: p.amount, amount_captured: p.amount, amount_refunded: 0, captured: true,
-      created, currency, livemode: false, metadata: {}, paid: true, payment_intent: pi, refunded: false, status: 'succeeded',
+      id: ch,
+      object: 'charge',
+      amount: p.amount,
+      amount_captured: p.amount,
+      amount_refunded: 0,
+      captured: true,
+      created,
+      currency,
+      livemode: false,
+      metadata: {},
+      paid: true,
+      payment_intent: pi,
+      refunded: false,
+      status: 'succeeded',
     });
     return { payment_intent: pi, charge: ch };
   }
@@ -92,8 +130,13 @@ export class StripeLedger {
       charge = this.charges.get(seeded.charge)!;
     }
     return this.insert({
-      charge, amount: r.amount, currency: (r.currency ?? charge.currency).toLowerCase(),
-      metadata: r.metadata ?? {}, reason: null, status: r.status ?? 'succeeded', created: r.created ?? this.nowSeconds(),
+      charge,
+      amount: r.amount,
+      currency: (r.currency ?? charge.currency).toLowerCase(),
+      metadata: r.metadata ?? {},
+      reason: null,
+      status: r.status ?? 'succeeded',
+      created: r.created ?? this.nowSeconds(),
     });
   }
 
@@ -136,10 +179,15 @@ export class StripeLedger {
     const ch = charge!;
     const currency = str(params.currency)?.toLowerCase();
     if (currency && currency !== ch.currency) {
-      return endpointError(`The currency ${currency} does not match the charge currency ${ch.currency}.`, 'currency', 'parameter_invalid');
+      return endpointError(
+        `The currency ${currency} does not match the charge currency ${ch.currency}.`,
+        'currency',
+        'parameter_invalid',
+      );
     }
     const remaining = ch.amount - ch.amount_refunded;
-    if (remaining <= 0) return endpointError(`Charge ${ch.id} has already been refunded.`, 'charge', 'charge_already_refunded');
+    if (remaining <= 0)
+      return endpointError(`Charge ${ch.id} has already been refunded.`, 'charge', 'charge_already_refunded');
     const refundAmount = amount ?? remaining;
     if (refundAmount > remaining) {
       return endpointError(
@@ -149,20 +197,42 @@ export class StripeLedger {
       );
     }
     return this.insert({
-      charge: ch, amount: refundAmount, currency: ch.currency, metadata: metadata as Record<string, string>,
-      reason: (params.reason as string | undefined) ?? null, status, created: this.nowSeconds(),
+      charge: ch,
+      amount: refundAmount,
+      currency: ch.currency,
+      metadata: metadata as Record<string, string>,
+      reason: (params.reason as string | undefined) ?? null,
+      status,
+      created: this.nowSeconds(),
     });
   }
 
   private insert(r: {
-    charge: Charge; amount: number; currency: string; metadata: Record<string, string>;
-    reason: string | null; status: string; created: number;
+    charge: Charge;
+    amount: number;
+    currency: string;
+    metadata: Record<string, string>;
+    reason: string | null;
+    status: string;
+    created: number;
   }): Refund {
     const refund: Refund = {
-      id: randomId('re'), object: 'refund', amount: r.amount, balance_transaction: randomId('txn'),
-      charge: r.charge.id, created: r.created, currency: r.currency, customer: null, metadata: { ...r.metadata },
-      payment_intent: r.charge.payment_intent, payment_method: null, reason: r.reason, receipt_number: null,
-      source_transfer_reversal: null, status: r.status, transfer_reversal: null,
+      id: randomId('re'),
+      object: 'refund',
+      amount: r.amount,
+      balance_transaction: randomId('txn'),
+      charge: r.charge.id,
+      created: r.created,
+      currency: r.currency,
+      customer: null,
+      metadata: { ...r.metadata },
+      payment_intent: r.charge.payment_intent,
+      payment_method: null,
+      reason: r.reason,
+      receipt_number: null,
+      source_transfer_reversal: null,
+      status: r.status,
+      transfer_reversal: null,
     };
     if (!RETURNED.has(r.status)) this.adjustRefunded(r.charge, r.amount);
     const stored: Stored = { refund, seq: ++this.seq, hiddenUntil: 0 };
@@ -230,15 +300,20 @@ export class StripeLedger {
     const after = str(params.starting_after);
     const before = str(params.ending_before);
     if (after && before) {
-      return paramError('You may only specify one of these parameters: ending_before, starting_after.', 'ending_before');
+      return paramError(
+        'You may only specify one of these parameters: ending_before, starting_after.',
+        'ending_before',
+      );
     }
     const piId = str(params.payment_intent);
     const chId = str(params.charge);
-    if (piId && !this.paymentIntents.has(piId)) return { ...missingResource('payment_intent', piId, 'payment_intent'), stored: false };
+    if (piId && !this.paymentIntents.has(piId))
+      return { ...missingResource('payment_intent', piId, 'payment_intent'), stored: false };
     if (chId && !this.charges.has(chId)) return { ...missingResource('charge', chId, 'charge'), stored: false };
     const cursorId = after ?? before;
     const cursor = cursorId ? this.byId.get(cursorId) : undefined;
-    if (cursorId && !cursor) return { ...missingResource('refund', cursorId, after ? 'starting_after' : 'ending_before'), stored: false };
+    if (cursorId && !cursor)
+      return { ...missingResource('refund', cursorId, after ? 'starting_after' : 'ending_before'), stored: false };
 
     const t = this.now();
     const matches = (s: Stored) =>

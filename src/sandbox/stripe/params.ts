@@ -14,7 +14,9 @@ export function str(v: FormValue | undefined): string | undefined {
 }
 
 export function positiveInt(v: FormValue): number | null {
-  return typeof v === 'string' && /^\d+$/.test(v) && Number(v) > 0 && Number.isSafeInteger(Number(v)) ? Number(v) : null;
+  return typeof v === 'string' && /^\d+$/.test(v) && Number(v) > 0 && Number.isSafeInteger(Number(v))
+    ? Number(v)
+    : null;
 }
 
 export function money(amount: number, currency: string): string {

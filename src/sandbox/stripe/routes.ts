@@ -37,8 +37,18 @@ const ROUTES: Array<{ method: string; pattern: RegExp; name: string; handler: Ha
   { method: 'POST', pattern: /^\/v1\/refunds$/, name: 'POST /v1/refunds', handler: createRefund },
   { method: 'GET', pattern: /^\/v1\/refunds$/, name: 'GET /v1/refunds', handler: listRefunds },
   { method: 'GET', pattern: /^\/v1\/refunds\/([^/]+)$/, name: 'GET /v1/refunds/:id', handler: getRefund },
-  { method: 'POST', pattern: /^\/v1\/payment_intents$/, name: 'POST /v1/payment_intents', handler: createPaymentIntent },
-  { method: 'GET', pattern: /^\/v1\/payment_intents\/([^/]+)$/, name: 'GET /v1/payment_intents/:id', handler: getPaymentIntent },
+  {
+    method: 'POST',
+    pattern: /^\/v1\/payment_intents$/,
+    name: 'POST /v1/payment_intents',
+    handler: createPaymentIntent,
+  },
+  {
+    method: 'GET',
+    pattern: /^\/v1\/payment_intents\/([^/]+)$/,
+    name: 'GET /v1/payment_intents/:id',
+    handler: getPaymentIntent,
+  },
   { method: 'GET', pattern: /^\/v1\/charges\/([^/]+)$/, name: 'GET /v1/charges/:id', handler: getCharge },
 ];
 
@@ -53,7 +63,11 @@ export function matchRoute(method: string, path: string): { name: string; handle
 /** The answer for an injected `status` fault: what Stripe's front door sends when no endpoint ran. */
 export function faultBody(status: number): unknown {
   if (status === 429) {
-    return stripeError('invalid_request_error', 'Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits.', { code: 'rate_limit' });
+    return stripeError(
+      'invalid_request_error',
+      'Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits.',
+      { code: 'rate_limit' },
+    );
   }
   if (status >= 500) return stripeError('api_error', 'An unknown error occurred (sandbox fault).');
   return stripeError('invalid_request_error', `Sandbox fault: HTTP ${status}.`);
@@ -115,7 +129,9 @@ function createPaymentIntent(ctx: StripeRouteContext, r: ApiRequest): void {
     const pi = ctx.ledger.paymentIntents.get(payment_intent)!;
     const metadata = r.params.metadata;
     if (metadata && typeof metadata === 'object' && !Array.isArray(metadata)) {
-      pi.metadata = Object.fromEntries(Object.entries(metadata).filter(([, v]) => typeof v === 'string' && v !== '')) as Record<string, string>;
+      pi.metadata = Object.fromEntries(
+        Object.entries(metadata).filter(([, v]) => typeof v === 'string' && v !== ''),
+      ) as Record<string, string>;
     }
     return { status: 200, body: structuredClone(pi), stored: true };
   });
@@ -159,7 +175,11 @@ function idempotent(
     return { status: result.status, body: result.body, headers, finish: noop };
   }
   if (key.length > 255) {
-    const e = paramError('Idempotency keys may be at most 255 characters long.', 'idempotency_key', 'parameter_invalid');
+    const e = paramError(
+      'Idempotency keys may be at most 255 characters long.',
+      'idempotency_key',
+      'parameter_invalid',
+    );
     return { status: e.status, body: e.body, headers, finish: noop };
   }
   const begun = ctx.idempotency.begin(ctx.apiKey, key, route, fingerprint(r.params));

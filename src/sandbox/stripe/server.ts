@@ -8,8 +8,18 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { handleAdmin } from '../admin.js';
 import { SandboxFaults, type FaultQueue } from '../faults.js';
 import {
-  closeServer, countStatus, listen, newStats, parseForm, parseQuery, readBody, requestId, sendJson, sleep,
-  TokenBucket, type SandboxStats,
+  closeServer,
+  countStatus,
+  listen,
+  newStats,
+  parseForm,
+  parseQuery,
+  readBody,
+  requestId,
+  sendJson,
+  sleep,
+  TokenBucket,
+  type SandboxStats,
 } from '../http.js';
 import { IdempotencyStore } from '../idempotency.js';
 import { StripeLedger, type RefundFilter, type SeedRefund } from './ledger.js';
@@ -123,24 +133,36 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
     stats.byRoute[name] = (stats.byRoute[name] ?? 0) + 1;
     countStatus(stats, res);
     if (opts.latencyMs) await sleep(opts.latencyMs);
-    const send = (status: number, body: unknown, headers?: Record<string, string>) => sendJson(res, status, body, headers);
+    const send = (status: number, body: unknown, headers?: Record<string, string>) =>
+      sendJson(res, status, body, headers);
 
     const presented = bearerKey(req.headers.authorization);
     if (presented !== apiKey) {
       const message = presented
         ? `Invalid API Key provided: ${presented.slice(0, 8)}${'*'.repeat(Math.max(0, presented.length - 12))}${presented.slice(-4)}`
-        : 'You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. \'Authorization: Bearer YOUR_SECRET_KEY\').';
+        : "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').";
       return send(401, stripeError('invalid_request_error', message));
     }
     const wait = bucket?.take() ?? 0;
     if (wait > 0) return send(429, faultBody(429), { 'Retry-After': String(wait) });
     if (!route) {
-      return send(404, stripeError('invalid_request_error', `Unrecognized request URL (${method}: ${path}). Please see https://stripe.com/docs or we can help at https://support.stripe.com/.`));
+      return send(
+        404,
+        stripeError(
+          'invalid_request_error',
+          `Unrecognized request URL (${method}: ${path}). Please see https://stripe.com/docs or we can help at https://support.stripe.com/.`,
+        ),
+      );
     }
     const body = method === 'POST' ? parseForm(await readBody(req)) : query;
     const key = req.headers['idempotency-key'];
     await route.handler(ctx, {
-      req, res, requestId: reqId, params: body, id: route.id, send,
+      req,
+      res,
+      requestId: reqId,
+      params: body,
+      id: route.id,
+      send,
       idempotencyKey: typeof key === 'string' && key !== '' ? key : undefined,
     });
   };

@@ -2,7 +2,11 @@
  * The `http` provider mapping (SPEC §6's `warehouse` example) that talks to this sandbox, for the
  * demo, the tests and anyone trying recon against `recon sandbox warehouse`.
  */
-export function warehouseProviderConfig(baseUrl: string, token: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+export function warehouseProviderConfig(
+  baseUrl: string,
+  token: string,
+  overrides: Record<string, unknown> = {},
+): Record<string, unknown> {
   return {
     type: 'http',
     baseUrl,

@@ -7,7 +7,18 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { handleAdmin } from '../admin.js';
 import { runCreate, SandboxFaults, type CreateOutcome, type Fault, type FaultQueue } from '../faults.js';
-import { closeServer, countStatus, fingerprint, listen, newStats, readBody, requestId, sendJson, sleep, type SandboxStats } from '../http.js';
+import {
+  closeServer,
+  countStatus,
+  fingerprint,
+  listen,
+  newStats,
+  readBody,
+  requestId,
+  sendJson,
+  sleep,
+  type SandboxStats,
+} from '../http.js';
 import { IdempotencyStore } from '../idempotency.js';
 import { WarehouseLedger, type Shipment, type ShipmentFilter, type ShipmentQuery } from './ledger.js';
 
@@ -37,7 +48,10 @@ export interface WarehouseSandbox {
   /** The ledger: every shipment the service holds, hidden ones included, oldest first. Tests count this. */
   shipments(filter?: ShipmentFilter): Shipment[];
   /** Insert a shipment straight into the ledger; no idempotency involved. */
-  seedShipment(payload: Record<string, unknown>, opts?: { idempotencyKey?: string; status?: string; created?: number }): Shipment;
+  seedShipment(
+    payload: Record<string, unknown>,
+    opts?: { idempotencyKey?: string; status?: string; created?: number },
+  ): Shipment;
   /** e.g. processing → shipped. */
   setShipmentStatus(id: string, status: string): Shipment;
   faults: FaultQueue;
@@ -81,15 +95,28 @@ export async function startWarehouseSandbox(opts: WarehouseSandboxOptions = {}):
     const header = req.headers['idempotency-key'];
     const key = typeof header === 'string' && header !== '' ? header : undefined;
     await runCreate({
-      faults, req, res, idempotencyKey: key, now, send,
+      faults,
+      req,
+      res,
+      idempotencyKey: key,
+      now,
+      send,
       faultResponse: (status) => ({
-        body: error(status >= 500 ? 'unavailable' : status === 429 ? 'rate_limited' : `http_${status}`, `Sandbox fault: HTTP ${status}.`),
+        body: error(
+          status >= 500 ? 'unavailable' : status === 429 ? 'rate_limited' : `http_${status}`,
+          `Sandbox fault: HTTP ${status}.`,
+        ),
       }),
       execute: async (fault) => execute(body, key, reqId, fault),
     });
   };
 
-  const execute = (body: Record<string, unknown>, key: string | undefined, reqId: string, fault: Fault | undefined): CreateOutcome => {
+  const execute = (
+    body: Record<string, unknown>,
+    key: string | undefined,
+    reqId: string,
+    fault: Fault | undefined,
+  ): CreateOutcome => {
     const status = fault?.kind === 'initial_status' ? fault.status : defaultStatus;
     const headers: Record<string, string> = key ? { 'Idempotency-Key': key } : {};
     const commit = () => ledger.create(body, { idempotencyKey: key ?? null, status });
@@ -101,15 +128,38 @@ export async function startWarehouseSandbox(opts: WarehouseSandboxOptions = {}):
     const begun = idempotency.begin('', key, 'POST /v1/shipments', fingerprint(body));
     switch (begun.kind) {
       case 'mismatch':
-        return { status: 422, body: error('idempotency_key_reused', `Idempotency-Key '${key}' was already used with a different request body.`), headers, finish: noop };
+        return {
+          status: 422,
+          body: error(
+            'idempotency_key_reused',
+            `Idempotency-Key '${key}' was already used with a different request body.`,
+          ),
+          headers,
+          finish: noop,
+        };
       case 'in_progress':
-        return { status: 409, body: error('request_in_progress', `A request with Idempotency-Key '${key}' is still being processed; retry later.`), headers, finish: noop };
+        return {
+          status: 409,
+          body: error(
+            'request_in_progress',
+            `A request with Idempotency-Key '${key}' is still being processed; retry later.`,
+          ),
+          headers,
+          finish: noop,
+        };
       case 'replay':
-        return { status: begun.response.status, body: begun.response.body, headers: { ...headers, 'Idempotent-Replayed': 'true' }, finish: noop };
+        return {
+          status: begun.response.status,
+          body: begun.response.body,
+          headers: { ...headers, 'Idempotent-Replayed': 'true' },
+          finish: noop,
+        };
       case 'new': {
         const shipment = commit();
         return {
-          status: 201, body: shipment, headers,
+          status: 201,
+          body: shipment,
+          headers,
           finish: () => begun.complete({ status: 201, body: shipment, requestId: reqId }),
           hideUntil: (t) => ledger.hide(shipment.id, t),
         };
@@ -132,7 +182,8 @@ export async function startWarehouseSandbox(opts: WarehouseSandboxOptions = {}):
       starting_after: p.get('starting_after') ?? undefined,
     };
     for (const name of ['created_gte', 'created_lte', 'limit'] as const) {
-      if (Number.isNaN(q[name])) return send(400, error('invalid_parameter', `${name} must be a non-negative integer.`));
+      if (Number.isNaN(q[name]))
+        return send(400, error('invalid_parameter', `${name} must be a non-negative integer.`));
     }
     if (q.limit < 1 || q.limit > 100) return send(400, error('invalid_parameter', 'limit must be between 1 and 100.'));
     if (q.starting_after && !ledger.has(q.starting_after)) {
@@ -194,7 +245,11 @@ export async function startWarehouseSandbox(opts: WarehouseSandboxOptions = {}):
     token: opts.token,
     shipments: (filter) => ledger.shipments(filter),
     seedShipment: (payload, o = {}) =>
-      ledger.create(payload, { idempotencyKey: o.idempotencyKey ?? null, status: o.status ?? defaultStatus, created: o.created }),
+      ledger.create(payload, {
+        idempotencyKey: o.idempotencyKey ?? null,
+        status: o.status ?? defaultStatus,
+        created: o.created,
+      }),
     setShipmentStatus: (id, status) => ledger.setStatus(id, status),
     faults,
     stats,
