@@ -93,10 +93,30 @@ export interface AttemptClaim {
 }
 
 /**
+ * The payload is frozen (SPEC §1.3): what would be sent must still hash to the stored
+ * `payload_hash`. Null when it does; else both hashes. A table owner (or anyone with UPDATE on
+ * recon.operations) can change `payload` behind recon's back: without this check the changed
+ * amount was sent and the operation confirmed at its old one (issue 10).
+ */
+export function payloadTampering(op: Pick<Operation, 'payload' | 'payload_hash'>): {
+  recorded: string;
+  found: string;
+} | null {
+  const found = payloadHash(op.payload);
+  return found === op.payload_hash ? null : { recorded: op.payload_hash, found };
+}
+
+/**
  * Phase 1 of an attempt (one transaction): move to `submitting` under our lease, count the attempt
  * and persist the attempt row BEFORE the request is sent, so a crash during the request leaves a
  * record from which the truth is recovered (lease expiry → outcome_unknown → lookup).
  * `from` is `approved` for a first submit, `outcome_unknown` for a retry the rule authorised.
+ *
+ * In the same transaction, before anything is written: the payload is re-checked against its
+ * stored hash (a mismatch commits `needs_review`, reason `payload_tampered`, and throws
+ * RefusedError: nothing is sent), and `check` (the adapter's own validation of what it would
+ * send) may throw, which leaves the operation as it was: an error found before any byte is sent
+ * is never an unknown outcome, and burns no attempt.
  */
 export async function claimAttempt(
   ctx: CoreContext,
@@ -108,11 +128,13 @@ export async function claimAttempt(
     rule: string;
     detail?: Record<string, unknown>;
     heldLease?: string;
+    /** Validates what would be sent (Provider.validatePayload); a throw rolls the claim back. */
+    check?: (op: Operation) => void;
   },
 ): Promise<AttemptClaim> {
   const now = ctx.now();
   const expires = new Date(now.getTime() + o.leaseMs);
-  return ctx.db.transaction(async (tx) => {
+  const claimed = await ctx.db.transaction(async (tx): Promise<AttemptClaim | { tampered: string }> => {
     const current = await lockOperation(tx, id);
     if (current.state !== o.from) {
       throw new RefusedError(
@@ -127,6 +149,21 @@ export async function claimAttempt(
         'lease_held',
       );
     }
+    const tampered = payloadTampering(current);
+    if (tampered) {
+      await transition(tx, id, 'needs_review', {
+        actor: ctx.actor,
+        now,
+        kind: 'attempt.refused',
+        rule: 'claim.payload_tampered',
+        review_reason: 'payload_tampered',
+        detail: { payload_hash_recorded: tampered.recorded, payload_hash_found: tampered.found, nothing_sent: true },
+      });
+      return {
+        tampered: `operation ${id}: its payload no longer matches the payload_hash recorded with it (${tampered.recorded.slice(0, 12)}… vs ${tampered.found.slice(0, 12)}…): it was changed in the store after recording. Nothing was sent; the operation is now needs_review (payload_tampered)`,
+      };
+    }
+    o.check?.(current);
     const attempt = current.attempt_count + 1;
     const { op } = await transition(tx, id, 'submitting', {
       actor: ctx.actor,
@@ -152,6 +189,8 @@ export async function claimAttempt(
       leaseExpiresAt: expires,
     };
   });
+  if ('tampered' in claimed) throw new RefusedError(claimed.tampered, 'payload_tampered');
+  return claimed;
 }
 
 /** Claims one operation for reconciliation (`recon retry`); null when another worker holds it. */
