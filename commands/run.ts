@@ -1,8 +1,9 @@
 import { rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { runMetrics } from '../src/core/metrics.js';
+import { failedRunMetrics, runMetrics } from '../src/core/metrics.js';
 import { runPass, type RunSummary } from '../src/core/run.js';
+import { exitCodeOf } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
@@ -43,6 +44,22 @@ Examples:
 }
 
 export async function runCommand(o: RunCommandOptions, deps: Deps): Promise<number> {
+  try {
+    return await runAndReport(o, deps);
+  } catch (err) {
+    // The metrics file says this pass failed (a lost store: exit 6) rather than keep the last
+    // good pass's figures; the error itself goes on to bin/main.ts (message, --json document).
+    if (o.metricsFile && !o.dryRun) {
+      const exitCode = exitCodeOf(err);
+      await writeAtomically(o.metricsFile, failedRunMetrics({ exitCode, storeUp: exitCode !== 6 }, deps.now())).catch(
+        () => undefined,
+      );
+    }
+    throw err;
+  }
+}
+
+async function runAndReport(o: RunCommandOptions, deps: Deps): Promise<number> {
   const core = await deps.core();
   const progress = deps.io.isStderrTTY && !deps.io.quiet && !deps.globals.json;
   let lastDraw = 0;

@@ -31,8 +31,13 @@ const UNREACHABLE_SQLSTATES = new Set([
   codes.CANNOT_CONNECT_NOW,
   codes.TOO_MANY_CONNECTIONS,
   codes.ADMIN_SHUTDOWN,
+  codes.CRASH_SHUTDOWN,
 ]);
-const UNREACHABLE_MESSAGES = [/connection terminated/i, /timeout exceeded when trying to connect/i];
+const UNREACHABLE_MESSAGES = [
+  /connection terminated/i,
+  /timeout exceeded when trying to connect/i,
+  /Client has encountered a connection error and is not queryable/i,
+];
 
 export interface PostgresOptions {
   /** Pool size; default 10 (pg's default). */
@@ -92,8 +97,22 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       } catch (err) {
         throw wrap(err);
       }
+      // A checked-out client has no listener of the pool's: without one, a server that goes away
+      // (crash, `pg_ctl stop -m immediate`, a failover) is an unhandled 'error' event that kills
+      // the process with a raw stack. The same error also fails the query in flight, if any;
+      // between queries, it is remembered and reported by the next one.
+      let lost: unknown;
+      const onError = (err: unknown) => {
+        lost ??= err;
+      };
+      client.on('error', onError);
+      const release = (err?: Error) => {
+        client.removeListener('error', onError);
+        client.release(err);
+      };
       const tx: Queryable = {
         async query<R>(sql: string, params?: unknown[]) {
+          if (lost !== undefined) throw wrap(lost);
           try {
             return normalise<R>(await client.query(sql, params));
           } catch (err) {
@@ -105,15 +124,19 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         await tx.query('BEGIN');
         const result = await fn(tx);
         await tx.query('COMMIT');
-        client.release();
+        release();
         return result;
       } catch (err) {
+        if (lost !== undefined) {
+          release(lost instanceof Error ? lost : new Error(String(lost)));
+          throw wrap(err);
+        }
         try {
           await client.query('ROLLBACK');
-          client.release();
+          release();
         } catch (rollbackErr) {
           // A connection that cannot roll back must not go back to the pool mid-transaction.
-          client.release(rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr)));
+          release(rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr)));
         }
         throw err;
       }
