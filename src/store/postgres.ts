@@ -141,6 +141,30 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         throw err;
       }
     },
+    async sharesSessions() {
+      // Two clients connected at the same time: directly, each has its own backend, so their pids
+      // always differ. A transaction-mode pooler gives the server session back after each statement
+      // and (most recently used first) hands the same one to the other client. Three rounds, in case
+      // the pooler hands out sessions round robin.
+      const clients = [new pg.Client({ connectionString: url }), new pg.Client({ connectionString: url })];
+      for (const c of clients) c.on('error', () => {});
+      try {
+        for (const c of clients) await c.connect();
+        const seen = clients.map(() => new Set<number>());
+        for (let round = 0; round < 3; round++) {
+          for (const [i, c] of clients.entries())
+            seen[i]!.add((await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+          // Directly, each client keeps one backend of its own: one pid per client, two different pids.
+          const [a, b] = seen as [Set<number>, Set<number>];
+          if (a.size > 1 || b.size > 1 || [...a].some((pid) => b.has(pid))) return true;
+        }
+        return false;
+      } catch (err) {
+        throw wrap(err);
+      } finally {
+        for (const c of clients) await c.end().catch(() => undefined);
+      }
+    },
     async close() {
       if (closed) return;
       closed = true;
