@@ -8,6 +8,7 @@ import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
 import { renderTable, styleFor } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 export interface RunCommandOptions {
   provider?: string;
@@ -101,11 +102,11 @@ async function render(deps: Deps, s: RunSummary): Promise<void> {
       await renderTable(
         deps.io,
         ['operation', 'decision', 'rule', 'state', 'why'],
-        s.decisions.map((d) => [d.id, d.decision, d.rule, st.state(d.state), d.explanation]),
+        s.decisions.map((d) => [printable(d.id), d.decision, d.rule, st.state(d.state), printable(d.explanation)]),
       ),
     );
   }
-  for (const e of s.errors) info(deps.io, `error: ${e.id}: ${e.error}`);
+  for (const e of s.errors) info(deps.io, `error: ${printable(e.id)}: ${printable(e.error)}`);
   const line = `${s.dry_run ? 'dry run: ' : ''}claimed ${s.claimed}: confirmed ${s.confirmed}, failed ${s.failed}, pending ${s.pending}, retried ${s.retried}, escalated ${s.escalated}, waiting ${s.waiting}, unavailable ${s.unavailable} (${s.duration_ms} ms)`;
   info(deps.io, line);
   if (s.needs_review_total)
