@@ -8,6 +8,7 @@ import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import { info, printJson, println } from './support/io.js';
 import { renderTable } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 const OUTCOMES: ReviewOutcome[] = ['confirmed', 'failed', 'cancelled'];
 
@@ -41,13 +42,13 @@ export function register(program: Command): void {
             deps.io,
             ['id', 'provider', 'amount', 'reason', 'assignee', 'waiting', 'provider txns'],
             json.map((o) => [
-              o.id,
-              o.provider,
-              `${o.amount ?? ''} ${o.currency ?? ''}`.trim(),
-              o.review_reason,
-              o.assignee,
+              printable(o.id),
+              printable(o.provider),
+              `${o.amount ?? ''} ${printable(o.currency)}`.trim(),
+              printable(o.review_reason),
+              printable(o.assignee),
               formatDuration(now - Date.parse(o.updated_at)),
-              o.provider_txn_ids.join(' '),
+              printable(o.provider_txn_ids.join(' ')),
             ]),
           ),
         );
