@@ -7,6 +7,7 @@
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { eventsOf, verifyChains } from '../../src/core/audit.js';
+import { payloadHash } from '../../src/core/canonical.js';
 import { recordOperations } from '../../src/core/record.js';
 import { attemptsOf, getOperation, transactionsOf } from '../../src/core/repo.js';
 import { submitOperation } from '../../src/core/submit.js';
@@ -46,6 +47,24 @@ describe.each(backends)('what submit sends, store on $name', (backend) => {
       rule: 'claim.payload_tampered',
     });
     expect((await verifyChains(w.db)).ok).toBe(true);
+  });
+
+  it('a payload changed together with its payload_hash is still caught: the hash recorded in the audit chain decides', async () => {
+    w = await startStripeWorld(backend);
+    const [pi] = await w.recordRefunds([{ id: 'refund:tp_3', amount: 1500 }]);
+    const changed = { payment_intent: pi, amount: 99999, currency: 'usd' };
+    await w.db.query('UPDATE recon.operations SET payload = $2::jsonb, payload_hash = $3 WHERE id = $1', [
+      'refund:tp_3',
+      JSON.stringify(changed),
+      payloadHash(changed),
+    ]);
+    const err = await submitOperation(w.ctx, w.stripe, 'refund:tp_3').catch((e) => e);
+    expect(err).toBeInstanceOf(RefusedError);
+    expect(w.sandbox.refunds({ payment_intent: pi })).toEqual([]);
+    expect(await getOperation(w.db, 'refund:tp_3')).toMatchObject({
+      state: 'needs_review',
+      review_reason: 'payload_tampered',
+    });
   });
 
   it('a retry re-checks the payload in its claim as well: nothing sent, needs_review', async () => {
