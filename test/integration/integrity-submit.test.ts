@@ -10,9 +10,11 @@ import { eventsOf, verifyChains } from '../../src/core/audit.js';
 import { payloadHash } from '../../src/core/canonical.js';
 import { recordOperations } from '../../src/core/record.js';
 import { attemptsOf, getOperation, transactionsOf } from '../../src/core/repo.js';
-import { submitOperation } from '../../src/core/submit.js';
+import { claimAttempt } from '../../src/core/claims.js';
+import { escalate } from '../../src/core/human.js';
+import { finishAttempt, submitOperation } from '../../src/core/submit.js';
 import { validateOperation } from '../../src/core/validate.js';
-import { RefusedError, UsageError } from '../../src/errors.js';
+import { LeaseLostError, RefusedError, UsageError } from '../../src/errors.js';
 import type { Provider } from '../../src/types.js';
 import { backends, removeTempStores } from '../support/backends.js';
 import { startStripeWorld, type StripeWorld } from './integrity-support.js';
@@ -125,5 +127,41 @@ describe.each(backends)('what submit sends, store on $name', (backend) => {
     expect(await getOperation(w.db, 'refund:bad_1')).toMatchObject({ state: 'approved', attempt_count: 0 });
     expect(await attemptsOf(w.db, 'refund:bad_1')).toEqual([]);
     expect(w.sandbox.refunds()).toEqual([]);
+  });
+  it('a late response for an operation a person must now review links its refund as evidence and moves nothing', async () => {
+    w = await startStripeWorld(backend);
+    await w.recordRefunds([{ id: 'refund:late_2', amount: 1500 }]);
+    const T0 = Date.now();
+    const at = (ms: number) => ({ ...w!.ctx, now: () => new Date(T0 + ms) });
+    const claim = await claimAttempt(at(0), 'refund:late_2', {
+      owner: 'A',
+      leaseMs: 1000,
+      from: 'approved',
+      rule: 'submit.first_attempt',
+    });
+    // A's request outlives its lease; meanwhile someone escalates the operation.
+    await escalate(at(2000), 'refund:late_2', { reason: 'customer called' });
+    const err = await finishAttempt(at(2500), w.stripe, claim, {
+      outcome: 'confirmed',
+      txn: {
+        provider_id: 're_late_2',
+        status: 'succeeded',
+        state: 'confirmed',
+        amount: 1500,
+        currency: 'usd',
+        operation_id: 'refund:late_2',
+        client_reference: null,
+        created: new Date(T0),
+      },
+    }).catch((e) => e);
+    expect(err).toBeInstanceOf(LeaseLostError);
+    expect(await getOperation(w.db, 'refund:late_2')).toMatchObject({ state: 'needs_review' });
+    expect(await transactionsOf(w.db, 'refund:late_2')).toEqual([
+      expect.objectContaining({ provider_id: 're_late_2', linked_via: 'response' }),
+    ]);
+    expect((await eventsOf(w.db, 'refund:late_2')).at(-1)).toMatchObject({
+      kind: 'late_response.received',
+      to_state: 'needs_review',
+    });
   });
 });
