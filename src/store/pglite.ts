@@ -42,12 +42,18 @@ export async function openPglite(displayUrl: string, dataDir?: string): Promise<
     displayUrl,
     query: (sql, params) => run(pg, sql, params),
     transaction: <T>(fn: (tx: Queryable) => Promise<T>) =>
-      pg.transaction((tx) => fn({ query: (sql, params) => run(tx, sql, params) })),
+      pg
+        .transaction((tx) => fn({ query: (sql, params) => run(tx, sql, params) }))
+        .catch((err: unknown) => {
+          throw pgliteError(err, displayUrl);
+        }),
     async close() {
       if (closed) return;
       closed = true;
       try {
         await pg.close();
+      } catch (err) {
+        throw pgliteError(err, displayUrl);
       } finally {
         lock?.release();
       }
