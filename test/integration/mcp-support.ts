@@ -11,7 +11,7 @@ import type { ChildProcess } from 'node:child_process';
 import { expect } from 'vitest';
 import { BIN, cleanEnv } from '../support/cli.js';
 import type { Backend } from '../support/backends.js';
-import type { World } from '../support/world.js';
+import type { World, WorldOptions } from '../support/world.js';
 import { startIncidentWorld } from './incidents-support.js';
 
 export const TOKEN = 'mcp-test-token-0123456789abcdef';
@@ -19,8 +19,8 @@ export const TOKEN = 'mcp-test-token-0123456789abcdef';
 /** A small refund is auto-approved; a larger one waits for a person. */
 export const AUTO_APPROVE = { maxAmount: 5000, currencies: ['usd'] };
 
-export function startMcpWorld(backend: Backend): Promise<World> {
-  return startIncidentWorld({ backend, stripeConfig: { autoApprove: AUTO_APPROVE } });
+export function startMcpWorld(backend: Backend, stripe: WorldOptions['stripe'] = {}): Promise<World> {
+  return startIncidentWorld({ backend, stripe, stripeConfig: { autoApprove: AUTO_APPROVE } });
 }
 
 export function worldEnv(world: World, extra: Record<string, string> = {}): Record<string, string> {
