@@ -10,6 +10,7 @@ import { expectExit, show, SLOW_STORE_TIMEOUT_MS } from './incidents-support.js'
 import {
   expectAction,
   httpAgent,
+  playSeedIncident,
   refund,
   refundRequests,
   startHttpServer,
@@ -54,6 +55,17 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
     world = await startMcpWorld(backend);
     const r = expectExit(await world.recon(['mcp', '--http', '--port', '8765']), 2);
     expect(r.stderr).toMatch(/RECON_MCP_TOKEN/);
+  });
+
+  it('the seed incident over HTTP: outcome_unknown, the second execute sends nothing, check_action confirms; one refund', async () => {
+    world = await startMcpWorld(backend);
+    const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+    server = await startHttpServer(world);
+    const agent = await httpAgent(server, 'support-bot');
+    agents.push(agent);
+    const ledger = await playSeedIncident(world, agent, 'refund:ord_8000', pi.payment_intent);
+    expect(ledger).toHaveLength(1);
+    expect(world.stripe.refunds()).toHaveLength(1);
   });
 
   it('no token or a wrong token → 401 and nothing is recorded or sent', async () => {

@@ -178,3 +178,51 @@ export function refund(id: string, paymentIntent: string, amount: number) {
     reason: 'the customer returned the order',
   };
 }
+
+/**
+ * The seed incident of SPEC §9 as an agent plays it: propose (auto-approved), execute into a refund
+ * Stripe commits before the connection drops (twice: stripe-node retries once with the same key),
+ * told not to retry; execute again sends nothing; check_action finds the refund. Returns the ledger.
+ */
+export async function playSeedIncident(world: World, agent: Agent, id: string, paymentIntent: string) {
+  const pi = { payment_intent: paymentIntent };
+
+  const proposed = expectAction(await agent.call('propose_action', refund(id, pi.payment_intent, 1500)), 'approved');
+  expect(proposed).toMatchObject({ created: true, approval: 'policy:autoApprove', next: 'execute_action' });
+
+  // Stripe commits the refund, then the connection drops; stripe-node's own same-key retry meets the same.
+  world.stripe.faults.inject({ kind: 'commit_then_drop' }, { times: 2 });
+  const executed = await agent.call('execute_action', { operation_id: id });
+  expect(executed.isError).toBeFalsy();
+  const e = expectAction(executed, 'outcome_unknown');
+  expect(e).toMatchObject({ sent: true, attempt: 1, next: 'check_action', provider_txn_ids: [] });
+  expect(e.message).toMatch(/may have done it/);
+  expect(e.message).toMatch(/Do not try again/);
+  expect(e.message).toMatch(/check_action/);
+  expect(world.stripe.faults.pending()).toBe(0);
+  const requestsAfterExecute = refundRequests(world);
+  expect(requestsAfterExecute).toBe(2); // the attempt and the SDK's retry, both with the operation's key
+  expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
+
+  // The second click: a status question, nothing reaches the provider.
+  const again = expectAction(await agent.call('execute_action', { operation_id: id }), 'outcome_unknown');
+  expect(again).toMatchObject({ sent: false, attempt_count: 1, next: 'check_action' });
+  expect(refundRequests(world)).toBe(requestsAfterExecute);
+
+  const checked = expectAction(await agent.call('check_action', { operation_id: id }), 'confirmed');
+  const ledger = world.stripe.refunds({ payment_intent: pi.payment_intent });
+  expect(ledger).toHaveLength(1);
+  expect(checked).toMatchObject({
+    checked: true,
+    next: 'none',
+    provider_txn_ids: [ledger[0]!.id],
+    decision: { decision: 'confirm', rule: 'found.confirmed' },
+  });
+  expect(refundRequests(world)).toBe(requestsAfterExecute);
+
+  const got = expectAction(await agent.call('get_action', { operation_id: id }), 'confirmed');
+  expect(got.attempts).toHaveLength(1);
+  expect(got.attempts[0]).toMatchObject({ number: 1, outcome: 'unknown' });
+
+  return ledger;
+}
