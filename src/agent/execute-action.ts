@@ -94,7 +94,24 @@ export const registerExecuteAction: Register = (server, call) => {
         try {
           submitted = await submitOperation(c.ctx, provider, id);
         } catch (err) {
+          if (err instanceof UsageError) {
+            // The adapter refused the payload before sending anything; the claim was rolled back.
+            await auditCall(c.ctx, [id], { tool: 'execute_action', sent: false, refused: 'invalid_payload' });
+            const now = (await currentOperation(c.ctx.db, id))!;
+            return toolResult(
+              refusal(
+                id,
+                now.op,
+                now.txnIds,
+                'invalid_payload',
+                `Refused: ${err.message}. Nothing was sent. This action cannot be sent as recorded; tell the user.`,
+                'none',
+              ),
+              true,
+            );
+          }
           // Another call claimed it first (two clients, one click each): theirs is the attempt.
+          // (Or the payload no longer matches its hash: then it is needs_review, and the state says so.)
           if (!(err instanceof RefusedError)) throw err;
           return status(c, id, (await currentOperation(c.ctx.db, id))!);
         }

@@ -4,6 +4,7 @@ import { approvalByPolicy } from '../core/approve.js';
 import { recordOperations } from '../core/record.js';
 import { ID_PATTERN, validateOperation } from '../core/validate.js';
 import { RefusedError, UsageError } from '../errors.js';
+import { validatePayloads } from '../providers/validate.js';
 import { auditCall } from './audit.js';
 import { currentOperation } from './context.js';
 import { actionShape, describeState, refusal, toolResult } from './result.js';
@@ -68,6 +69,8 @@ export const registerProposeAction: Register = (server, call) => {
             },
             providers,
           );
+          // What the provider could never send is refused now, as `recon ops record` does.
+          await validatePayloads(c.agent.config, [op]);
         } catch (err) {
           if (!(err instanceof UsageError)) throw err;
           const existing = await currentOperation(c.ctx.db, args.operation_id);
