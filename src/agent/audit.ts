@@ -10,7 +10,7 @@ import { NotFoundError } from '../errors.js';
 import { note } from '../core/transition.js';
 import type { CoreContext } from '../core/context.js';
 
-export const MCP_CALL = 'mcp.call';
+const MCP_CALL = 'mcp.call';
 
 export async function auditCall(
   ctx: CoreContext,

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { STATES, type Operation, type State } from '../types.js';
 
-export const NEXT_TOOLS = ['propose_action', 'execute_action', 'check_action', 'get_action', 'none'] as const;
+const NEXT_TOOLS = ['propose_action', 'execute_action', 'check_action', 'get_action', 'none'] as const;
 export type NextTool = (typeof NEXT_TOOLS)[number];
 
 /** The README lists these; change them there too. */
@@ -56,7 +56,7 @@ export const actionShape = {
     .describe('Present when the call was refused (isError): the rule and why; nothing was sent'),
 };
 
-export const actionResult = z.object(actionShape);
+const actionResult = z.object(actionShape);
 export type ActionResult = z.infer<typeof actionResult>;
 
 /** The common fields for an operation as it is now. */

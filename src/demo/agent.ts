@@ -11,7 +11,7 @@ import { createAgentServer } from '../agent/server.js';
 import { getOperation } from '../core/repo.js';
 import type { Scene, Stage } from './stage.js';
 
-export const DEMO_AGENT = 'support-agent';
+const DEMO_AGENT = 'support-agent';
 
 export function agentsAfternoon(stage: Stage): Scene {
   const id = 'refund:ord_1011';
