@@ -14,6 +14,8 @@ import { createAgentServer } from './server.js';
 
 /** Tool calls are small JSON documents; a payload is at most 64 KiB (SPEC §7). */
 const MAX_BODY_BYTES = 1024 * 1024;
+/** A client that goes away without ending its session (DELETE) leaves it behind; it is closed after this long idle. */
+const SESSION_IDLE_MS = 30 * 60_000;
 
 export interface HttpServeOptions {
   port: number;
@@ -30,6 +32,7 @@ export interface HttpAgentServer {
 interface Session {
   transport: StreamableHTTPServerTransport;
   server: McpServer;
+  lastActive: number;
 }
 
 export async function serveHttp(agent: Agent, o: HttpServeOptions): Promise<HttpAgentServer> {
@@ -54,6 +57,7 @@ export async function serveHttp(agent: Agent, o: HttpServeOptions): Promise<Http
     const sessionId = header(req, 'mcp-session-id');
     const session = sessionId ? sessions.get(sessionId) : undefined;
     if (sessionId && !session) return rpcError(res, 404, -32001, 'Session not found: initialize a new session');
+    if (session) session.lastActive = Date.now();
     if (req.method === 'GET' || req.method === 'DELETE') {
       if (!session) return rpcError(res, 400, -32000, 'Bad Request: Mcp-Session-Id header is required');
       return session.transport.handleRequest(req, res);
@@ -75,7 +79,7 @@ export async function serveHttp(agent: Agent, o: HttpServeOptions): Promise<Http
       sessionIdGenerator: () => randomUUID(),
       enableJsonResponse: true,
       onsessioninitialized: (id) => {
-        sessions.set(id, { transport, server });
+        sessions.set(id, { transport, server, lastActive: Date.now() });
       },
     });
     transport.onclose = () => {
@@ -96,11 +100,20 @@ export async function serveHttp(agent: Agent, o: HttpServeOptions): Promise<Http
     httpServer.once('error', reject);
     httpServer.listen(o.port, o.host, () => resolve());
   });
+  const sweep = setInterval(() => {
+    for (const [id, s] of sessions)
+      if (Date.now() - s.lastActive > SESSION_IDLE_MS) {
+        sessions.delete(id);
+        void s.server.close().catch(() => undefined);
+      }
+  }, 60_000);
+  sweep.unref();
   const address = httpServer.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return {
     url: `http://${host}:${address.port}/mcp`,
     async close() {
+      clearInterval(sweep);
       for (const s of [...sessions.values()]) await s.server.close().catch(() => undefined);
       sessions.clear();
       await new Promise<void>((resolve) => {
