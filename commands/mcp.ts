@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { Agent } from '../src/agent/context.js';
-import { registerSecret } from '../src/config.js';
+import { redact, registerSecret } from '../src/config.js';
 import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
@@ -56,7 +56,8 @@ export async function runMcp(o: McpOptions, deps: Deps): Promise<void> {
     config,
     now: deps.now,
     provider: (name) => deps.provider(name),
-    log: (line) => deps.io.err.write(`recon mcp: ${line}\n`),
+    // Errors can quote configuration (URLs with credentials, headers): redacted like every other message.
+    log: (line) => deps.io.err.write(`recon mcp: ${redact(line)}\n`),
   };
   const version = packageVersion();
   if (o.http) {

@@ -63,6 +63,8 @@ export async function serveHttp(agent: Agent, o: HttpServeOptions): Promise<Http
       return session.transport.handleRequest(req, res);
     }
     if (req.method !== 'POST') return rpcError(res, 405, -32000, 'Method not allowed: POST, GET or DELETE /mcp');
+    if (Number(header(req, 'content-length') ?? 0) > MAX_BODY_BYTES)
+      return rpcError(res, 413, -32600, `Request too large: at most ${MAX_BODY_BYTES} bytes`);
     let body: unknown;
     try {
       body = JSON.parse(await readBody(req));
