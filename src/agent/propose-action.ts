@@ -74,6 +74,12 @@ export const registerProposeAction: Register = (server, call) => {
         } catch (err) {
           if (!(err instanceof UsageError)) throw err;
           const existing = await currentOperation(c.ctx.db, args.operation_id);
+          if (existing)
+            await auditCall(c.ctx, [args.operation_id], {
+              tool: 'propose_action',
+              refused: 'invalid_input',
+              reason: args.reason ?? null,
+            });
           return toolResult(
             refusal(
               args.operation_id,
