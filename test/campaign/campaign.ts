@@ -257,7 +257,7 @@ class Campaign {
 
   private async submitAll(): Promise<void> {
     const order = this.r.shuffle(this.plan.ops);
-    await lanes(order, this.o.db === 'postgres' ? 3 : 1, async (op) => {
+    await lanes(order, this.o.db === 'postgres' ? 4 : 1, async (op) => {
       const { result, killed } = await this.killable(['ops', 'submit', op.id, '--json'], op.killSubmitAfterMs);
       if (killed) this.kills.submits++;
       else this.expectExit('submit', result, op.id);

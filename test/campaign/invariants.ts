@@ -3,8 +3,9 @@
  *
  *  one_effect          at most one side effect made by recon per operation (planted ones aside)
  *  final_state         every operation ends confirmed, failed or needs_review
- *  confirmed_link      a confirmed operation links exactly one transaction that exists at the
- *                      provider, succeeded, with the operation's amount and currency
+ *  confirmed_link      a confirmed operation links exactly one live transaction (not failed or
+ *                      canceled: those moved no money and may stay linked as evidence), which
+ *                      exists at the provider, succeeded, with the operation's amount and currency
  *  failed_live_effect  a failed operation has no live side effect made by recon at the provider
  *  review_left         once in needs_review, only a person moves an operation (SPEC §3)
  *  terminal_left       a terminal state is never left, except confirmed → needs_review (duplicate)
@@ -112,9 +113,15 @@ export async function checkInvariants(c: CheckInput): Promise<Violation[]> {
     }
     if (op.state === 'confirmed') {
       const problems: string[] = [];
-      if (linked.length !== 1) problems.push(`${linked.length} transactions linked`);
-      for (const t of linked) {
-        const held = stripe ? refundById.get(t.provider_id) : shipmentById.get(t.provider_id);
+      const heldOf = (t: { provider_id: string }) =>
+        stripe ? refundById.get(t.provider_id) : shipmentById.get(t.provider_id);
+      const live = linked.filter((t) => {
+        const held = heldOf(t);
+        return !held || (stripe ? LIVE_REFUND(held.status) : LIVE_SHIPMENT(held.status));
+      });
+      if (live.length !== 1) problems.push(`${live.length} live transactions linked (${linked.length} in all)`);
+      for (const t of live) {
+        const held = heldOf(t);
         if (!held) {
           problems.push(`${t.provider_id} does not exist at the provider`);
           continue;

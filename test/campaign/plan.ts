@@ -115,14 +115,14 @@ export function makePlan(seed: number, opCount: number, db: 'postgres' | 'pglite
     }
     if (op.submitFaults[0]?.fault.kind === 'hold' && r.chance(0.6)) op.killSubmitAfterMs = r.int(300, 1_200);
     if (r.chance(0.35)) op.lookupFaults.push({ kind: r.pick(LOOKUP_FAULT_KINDS), times: r.int(1, 5) });
-    const when = (): PlantWhen => r.pick(['early', 'mid', 'mid', 'late'] as const);
-    if (r.chance(0.12)) {
+    const when = (): PlantWhen => r.pick(['early', 'early', 'mid', 'mid', 'late'] as const);
+    if (r.chance(0.18)) {
       op.plants.push({ kind: 'duplicate', when: when(), status: r.chance(0.3) ? 'pending' : 'succeeded', delta: 0 });
     }
-    if (provider === 'stripe' && r.chance(0.1)) {
+    if (provider === 'stripe' && r.chance(0.12)) {
       op.plants.push({ kind: 'lookalike', when: r.pick(['early', 'mid'] as const), status: 'succeeded', delta: 0 });
     }
-    if (provider === 'stripe' && r.chance(0.08)) {
+    if (provider === 'stripe' && r.chance(0.1)) {
       const delta = r.pick([-1, 1]) * r.int(1, 50);
       op.plants.push({ kind: 'wrong_amount', when: when(), status: 'succeeded', delta });
     }

@@ -1,0 +1,28 @@
+/**
+ * A small seed of the fault campaign (npm run campaign) inside npm test: a few tens of operations
+ * submitted under faults of every sandbox kind, concurrent workers killed at random, duplicated,
+ * late and forged webhooks, refunds planted at the provider; zero invariant violations on the
+ * provider's ledger. The webhook defect of issue 10 (a webhook taking an operation out of
+ * needs_review) survived every one-fault-at-a-time test; this is the test that sees it.
+ */
+import { describe, expect, inject, it } from 'vitest';
+import { runCampaign } from '../campaign/campaign.js';
+
+const pgBaseUrl = inject('pgUrl') || process.env.RECON_TEST_PG_URL || '';
+// RECON_TEST_BACKEND=pglite starts no PostgreSQL: then the seed runs on PGlite, smaller (one process at a time).
+const db = pgBaseUrl ? 'postgres' : 'pglite';
+
+describe(`fault campaign, small seed, store on ${db}`, () => {
+  it(
+    'leaves no operation with two side effects, none open, none confirmed wrongly, none taken out of review by a job',
+    async () => {
+      const summary = await runCampaign({ seed: 7, ops: db === 'postgres' ? 24 : 10, db, pgBaseUrl, settleMs: 20_000 });
+      const report = summary.violations.map((v) => `${v.invariant} ${v.operation_id}: ${JSON.stringify(v.evidence)}`);
+      expect(report, `seed 7: ${JSON.stringify({ ...summary, violations: undefined })}`).toEqual([]);
+      // The campaign did what it says: faults applied, workers killed, webhooks duplicated and forged.
+      expect(Object.keys(summary.faults).length).toBeGreaterThan(3);
+      expect(summary.webhooks.deliveries).toBeGreaterThan(0);
+    },
+    db === 'postgres' ? 55_000 : 150_000,
+  );
+});
