@@ -9,17 +9,15 @@
  * webhooks, plants and status changes → settle (faults off, passes until nothing is open) → late
  * plants and webhooks → settle → audits → invariants.
  */
-import type { ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Fault, FaultQueue, SandboxFaults } from '../../src/sandbox/faults.js';
 import type { Refund } from '../../src/sandbox/stripe/server.js';
 import { openStore } from '../../src/store/open.js';
-import { collect, type CliResult } from '../support/cli.js';
 import { checkInvariants, type Violation } from './invariants.js';
 import { makePlan, type Plan, type PlannedOp, type PlantWhen } from './plan.js';
 import { Prng } from './prng.js';
-import { WebhookDesk, type Deliver, type WebhookStats } from './webhooks.js';
+import { lanes, Processes, sleep } from './processes.js';
+import { WebhookDesk, type WebhookStats } from './webhooks.js';
 import { startCampaignWorld, type CampaignWorld } from './world.js';
 
 export interface CampaignOptions {
@@ -59,7 +57,6 @@ export interface CampaignSummary {
 }
 
 const PERSON_PREFIX = 'person:';
-const OK_EXITS: Record<string, number[]> = { run: [0, 5, 8], submit: [0], audit: [0, 8] };
 
 export async function runCampaign(o: CampaignOptions): Promise<CampaignSummary> {
   const started = performance.now();
@@ -71,7 +68,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignSummary> 
   try {
     return await c.run(started);
   } finally {
-    await c.stopServe();
+    await c.procs.stopServe();
     await world.close();
   }
 }
@@ -81,13 +78,12 @@ class Campaign {
   private readonly faults: Record<string, number> = {};
   private readonly planted = new Set<string>();
   private readonly plantedByKind: Record<string, number> = {};
-  private readonly processErrors: Violation[] = [];
+  readonly procs: Processes;
   private readonly kills = { workers: 0, submits: 0 };
   private readonly workers = { runs: 0, rounds: 0, max_concurrent: 0, exits: {} as Record<string, number> };
   private readonly statusChanges = { refunds: 0, shipments: 0 };
   private readonly paymentIntents: { payment_intent: string; charge: string }[] = [];
   private readonly desk: WebhookDesk;
-  private serve: ChildProcess | null = null;
   private settlePasses = 0;
 
   constructor(
@@ -98,9 +94,10 @@ class Campaign {
   ) {
     // Runtime draws (status changes, webhook delivery) come from their own stream: the plan stays the seed's.
     this.r = new Prng(plan.seed ^ 0x5a5a5a5a);
+    this.procs = new Processes(world, o.db);
     countTaken(world.stripe.faults, this.faults);
     countTaken(world.warehouse.faults, this.faults);
-    this.desk = new WebhookDesk(world.stripe, this.r.fork(), this.deliverer(), o.db === 'postgres');
+    this.desk = new WebhookDesk(world.stripe, this.r.fork(), this.procs.deliverer(), o.db === 'postgres');
   }
 
   async run(started: number): Promise<CampaignSummary> {
@@ -111,7 +108,7 @@ class Campaign {
     await this.record();
     for (const op of plan.ops) this.injectFaults(op);
     this.plantAll('early', 0);
-    if (this.o.db === 'postgres') await this.startServe();
+    if (this.o.db === 'postgres') await this.procs.startServe();
     await this.submitAll();
     for (let round = 0; round < plan.rounds.length; round++) await this.round(round);
     this.log('settle: faults off, passes until nothing is open');
@@ -123,12 +120,12 @@ class Campaign {
     this.log('late: refunds planted after everything settled, and their webhooks');
     this.plantAll('late', plan.rounds.length + 1);
     await this.settle(plan.rounds.length + 1);
-    await this.stopServe();
+    await this.procs.stopServe();
 
     this.log('audits');
-    const verify = await this.cli(['audit', 'verify', '--json']);
-    const incremental = await this.cli(['audit', 'duplicates', '--json']);
-    const full = await this.cli(['audit', 'duplicates', '--full', '--json']);
+    const verify = await this.procs.cli(['audit', 'verify', '--json']);
+    const incremental = await this.procs.cli(['audit', 'duplicates', '--json']);
+    const full = await this.procs.cli(['audit', 'duplicates', '--full', '--json']);
     const refunds = world.stripe.refunds();
     const shipments = world.warehouse.shipments();
     const db = await openStore(world.storeUrl);
@@ -157,7 +154,7 @@ class Campaign {
     } finally {
       await db.close();
     }
-    violations = [...this.processErrors, ...violations];
+    violations = [...this.procs.errors, ...violations];
     return {
       seed: plan.seed,
       db: this.o.db,
@@ -190,7 +187,7 @@ class Campaign {
 
   private async record(): Promise<void> {
     const lines = this.plan.ops.map((op) => JSON.stringify(this.operationJson(op))).join('\n');
-    const r = await this.cli(['ops', 'record', '-', '--json'], { input: lines });
+    const r = await this.procs.cli(['ops', 'record', '-', '--json'], { input: lines });
     if (r.code !== 0) throw new Error(`ops record failed (exit ${r.code}): ${r.stderr}`);
     this.log(`recorded ${this.plan.ops.length} operations`);
   }
@@ -258,14 +255,14 @@ class Campaign {
   private async submitAll(): Promise<void> {
     const order = this.r.shuffle(this.plan.ops);
     await lanes(order, this.o.db === 'postgres' ? 4 : 1, async (op) => {
-      const { result, killed } = await this.killable(['ops', 'submit', op.id, '--json'], op.killSubmitAfterMs);
+      const { result, killed } = await this.procs.killable(['ops', 'submit', op.id, '--json'], op.killSubmitAfterMs);
       if (killed) this.kills.submits++;
-      else this.expectExit('submit', result, op.id);
+      else this.procs.expectExit('submit', result, op.id);
     });
     // An orchestrator whose submit died before the claim submits again (the operation is still `approved`).
-    const left = await this.cli(['ops', 'list', '--state', 'approved', '--limit', '10000', '--json']);
+    const left = await this.procs.cli(['ops', 'list', '--state', 'approved', '--limit', '10000', '--json']);
     const ids: string[] = (left.json?.operations ?? []).map((x: { id: string }) => x.id);
-    for (const id of ids) this.expectExit('submit', await this.cli(['ops', 'submit', id, '--json']), id);
+    for (const id of ids) this.procs.expectExit('submit', await this.procs.cli(['ops', 'submit', id, '--json']), id);
     this.log(
       `submitted ${this.plan.ops.length} operations (${this.kills.submits} submits killed, ${ids.length} resubmitted)`,
     );
@@ -288,7 +285,7 @@ class Campaign {
         if (i === 0) await this.desk.deliverDue(round, 1);
       }
     }
-    if (round === 1) this.expectExit('audit', await this.cli(['audit', 'duplicates', '--json']), null);
+    if (round === 1) this.procs.expectExit('audit', await this.procs.cli(['audit', 'duplicates', '--json']), null);
     this.log(
       `round ${round + 1}/${rounds}: ${kills.length} workers, ${kills.filter((k) => k !== null).length} with a kill planned`,
     );
@@ -296,12 +293,12 @@ class Campaign {
 
   private async worker(round: number, i: number, killAfterMs: number | null): Promise<void> {
     const args = ['run', '--json', '--actor', `job:worker-${round + 1}-${i + 1}`];
-    const { result, killed } = await this.killable(args, killAfterMs);
+    const { result, killed } = await this.procs.killable(args, killAfterMs);
     this.workers.runs++;
     const key = killed ? 'killed' : String(result.code);
     this.workers.exits[key] = (this.workers.exits[key] ?? 0) + 1;
     if (killed) this.kills.workers++;
-    else this.expectExit('run', result, null);
+    else this.procs.expectExit('run', result, null);
   }
 
   /** Passes until nothing is submitting, pending or outcome_unknown (or the time is up). */
@@ -311,9 +308,9 @@ class Campaign {
       this.changeStatuses(1);
       this.desk.collect(round);
       await this.desk.deliverDue(Infinity, this.o.db === 'postgres' ? 2 : 1);
-      const r = await this.cli(['run', '--json', '--actor', 'job:settle']);
+      const r = await this.procs.cli(['run', '--json', '--actor', 'job:settle']);
       this.settlePasses++;
-      this.expectExit('run', r, null);
+      this.procs.expectExit('run', r, null);
       const open = r.json?.unresolved_by_state ?? {};
       const left = (open.submitting ?? 0) + (open.pending ?? 0) + (open.outcome_unknown ?? 0);
       this.desk.collect(round);
@@ -345,127 +342,6 @@ class Campaign {
       this.world.warehouse.setShipmentStatus(s.id, this.r.chance(0.75) ? 'shipped' : 'rejected');
       this.statusChanges.shipments++;
     }
-  }
-
-  // ---- processes ----
-
-  private cli(args: string[], opts: { input?: string } = {}): Promise<CliResult> {
-    return this.world.recon([...args, ...(args.includes('--actor') ? [] : ['--actor', 'job:campaign'])], opts);
-  }
-
-  private async killable(args: string[], killAfterMs: number | null): Promise<{ result: CliResult; killed: boolean }> {
-    const child = this.world.spawn([...args, ...(args.includes('--actor') ? [] : ['--actor', 'job:campaign'])]);
-    let sent = false;
-    const timer =
-      killAfterMs === null
-        ? null
-        : setTimeout(() => {
-            if (child.exitCode === null && child.signalCode === null) sent = child.kill('SIGKILL');
-          }, killAfterMs);
-    const result = await collect(child, { timeoutMs: 120_000 });
-    if (timer) clearTimeout(timer);
-    return { result, killed: sent && result.signal === 'SIGKILL' };
-  }
-
-  private expectExit(what: keyof typeof OK_EXITS, r: CliResult, opId: string | null): void {
-    if (OK_EXITS[what]!.includes(r.code ?? -1)) return;
-    this.processErrors.push({
-      invariant: 'process_exit',
-      operation_id: opId,
-      evidence: {
-        command: what,
-        exit: r.code,
-        signal: r.signal,
-        stderr: r.stderr.slice(-800),
-        stdout: r.stdout.slice(0, 400),
-      },
-    });
-  }
-
-  /** PostgreSQL: a `webhook serve` process, as deployed; PGlite: `webhook ingest` per delivery (serve would hold the store). */
-  private deliverer(): Deliver {
-    if (this.o.db === 'postgres') {
-      return async (body, signature) => {
-        try {
-          const res = await fetch(`http://127.0.0.1:${this.servePort}/webhooks/stripe`, {
-            method: 'POST',
-            headers: { 'Content-Type': 'application/json', 'Stripe-Signature': signature },
-            body,
-            signal: AbortSignal.timeout(30_000),
-          });
-          const text = await res.text();
-          return { accepted: res.status === 200, code: res.status, output: text };
-        } catch (err) {
-          return { accepted: false, code: null, output: String(err) };
-        }
-      };
-    }
-    return async (body, signature) => {
-      const r = await this.cli(
-        [
-          'webhook',
-          'ingest',
-          '-',
-          '--provider',
-          'stripe',
-          '--signature',
-          signature,
-          '--json',
-          '--actor',
-          'job:webhook',
-        ],
-        {
-          input: body,
-        },
-      );
-      return { accepted: r.code === 0, code: r.code, output: r.code === 0 ? r.stdout : r.stderr || r.stdout };
-    };
-  }
-
-  private servePort = 0;
-
-  private async startServe(): Promise<void> {
-    this.servePort = await freePort();
-    const child = this.world.spawn([
-      'webhook',
-      'serve',
-      '--port',
-      String(this.servePort),
-      '--provider',
-      'stripe',
-      '--actor',
-      'job:webhook',
-    ]);
-    let stderr = '';
-    child.stdout!.resume();
-    child.stderr!.on('data', (d) => (stderr += d));
-    child.on('exit', (code, signal) => {
-      if (this.serve === child) {
-        this.serve = null;
-        this.processErrors.push({
-          invariant: 'process_exit',
-          operation_id: null,
-          evidence: { command: 'webhook serve', exit: code, signal, stderr: stderr.slice(-800) },
-        });
-      }
-    });
-    this.serve = child;
-    const until = performance.now() + 60_000;
-    while (!stderr.includes('listening')) {
-      if (performance.now() > until || child.exitCode !== null)
-        throw new Error(`webhook serve did not start: ${stderr}`);
-      await sleep(100);
-    }
-  }
-
-  async stopServe(): Promise<void> {
-    const child = this.serve;
-    if (!child) return;
-    this.serve = null;
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    child.kill('SIGTERM');
-    await Promise.race([exited, sleep(10_000)]);
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
 }
 
@@ -514,28 +390,4 @@ function tally(items: string[]): Record<string, number> {
 
 function sortKeys<T>(o: Record<string, T>): Record<string, T> {
   return Object.fromEntries(Object.entries(o).sort(([a], [b]) => a.localeCompare(b)));
-}
-
-async function lanes<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (next < items.length) await fn(items[next++]!);
-    }),
-  );
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
