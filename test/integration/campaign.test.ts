@@ -16,13 +16,14 @@ describe(`fault campaign, small seed, store on ${db}`, () => {
   it(
     'leaves no operation with two side effects, none open, none confirmed wrongly, none taken out of review by a job',
     async () => {
-      const summary = await runCampaign({ seed: 7, ops: db === 'postgres' ? 24 : 10, db, pgBaseUrl, settleMs: 20_000 });
+      const summary = await runCampaign({ seed: 7, ops: db === 'postgres' ? 20 : 10, db, pgBaseUrl, settleMs: 20_000 });
       const report = summary.violations.map((v) => `${v.invariant} ${v.operation_id}: ${JSON.stringify(v.evidence)}`);
       expect(report, `seed 7: ${JSON.stringify({ ...summary, violations: undefined })}`).toEqual([]);
       // The campaign did what it says: faults applied, workers killed, webhooks duplicated and forged.
       expect(Object.keys(summary.faults).length).toBeGreaterThan(3);
       expect(summary.webhooks.deliveries).toBeGreaterThan(0);
     },
-    db === 'postgres' ? 55_000 : 150_000,
+    // About 20 s on an idle 2-core machine, 40 s with six other test runs on it; the limit only guards a hang.
+    db === 'postgres' ? 120_000 : 300_000,
   );
 });
