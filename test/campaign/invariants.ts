@@ -7,12 +7,17 @@
  *                      canceled: those moved no money and may stay linked as evidence), which
  *                      exists at the provider, succeeded, with the operation's amount and currency
  *  failed_live_effect  a failed operation has no live side effect made by recon at the provider
- *  review_left         once in needs_review, only a person moves an operation (SPEC §3)
+ *  review_left         once in needs_review, only a person's decision moves an operation (SPEC §3):
+ *                      `review resolve` or `attach` by a person actor; a person's `lookup` does not
  *  terminal_left       a terminal state is never left, except confirmed → needs_review (duplicate)
  *  webhook_dedup       every valid delivery accepted; one row per event, duplicates counted
  *  bad_signature       a badly signed webhook is refused and leaves no trace
  *  audit_verify        `recon audit verify` is ok
  *  audit_duplicates    `recon audit duplicates` equals the oracle computed from the ledger
+ *
+ * and, recorded while the processes run (processes.ts): process_exit (an exit code the command
+ * does not document for the situation) and run_error (an operation `recon run` could not
+ * reconcile: a provider that errors must be an `unavailable` observation, SPEC §4.6).
  */
 import type { Queryable } from '../../src/store/db.js';
 import type { Refund } from '../../src/sandbox/stripe/server.js';
@@ -56,6 +61,8 @@ interface OpRow {
 const LIVE_REFUND = (status: string) => status !== 'failed' && status !== 'canceled';
 const LIVE_SHIPMENT = (status: string) => status !== 'rejected';
 const TERMINAL = new Set(['confirmed', 'failed', 'cancelled']);
+/** The audit event kinds of the commands by which a person decides (review resolve, attach). */
+const PERSON_DECISIONS = new Set(['review.resolved', 'attached']);
 
 export async function checkInvariants(c: CheckInput): Promise<Violation[]> {
   const out: Violation[] = [];
@@ -154,7 +161,8 @@ export async function checkInvariants(c: CheckInput): Promise<Violation[]> {
     let reviewedSince: { seq: number; actor: string; rule: string | null } | null = null;
     for (const e of eventsOf.get(op.id) ?? []) {
       const moved = e.from_state !== null && e.to_state !== null && e.from_state !== e.to_state;
-      if (moved && e.from_state === 'needs_review' && !c.isPerson(e.actor)) {
+      const decidedByPerson = c.isPerson(e.actor) && PERSON_DECISIONS.has(e.kind);
+      if (moved && e.from_state === 'needs_review' && !decidedByPerson) {
         add('review_left', op.id, {
           entered_review: reviewedSince,
           event: { seq: e.seq, actor: e.actor, kind: e.kind, rule: e.rule, to_state: e.to_state, detail: e.detail },

@@ -13,10 +13,12 @@ import type { Deliver } from './webhooks.js';
 import type { CampaignWorld } from './world.js';
 
 /** Exit codes that are an answer, not a failure: run 5 (provider unavailable) and 8 (reviews open), audit 8 (duplicates). */
-const OK_EXITS = { run: [0, 5, 8], submit: [0], audit: [0, 8] };
+const OK_EXITS = { run: [0, 5, 8], lookup: [0, 5, 8], submit: [0], audit: [0, 8] };
 
 export class Processes {
   readonly errors: Violation[] = [];
+  /** Results a worker did not write because its lease had expired (and perhaps been claimed again). */
+  readonly leaseLost: { id: string; error: string }[] = [];
   private serve: ChildProcess | null = null;
   private servePort = 0;
 
@@ -44,7 +46,20 @@ export class Processes {
   }
 
   expectExit(what: keyof typeof OK_EXITS, r: CliResult, opId: string | null): void {
-    if (OK_EXITS[what].includes(r.code ?? -1)) return;
+    // `run` lists the operations it could not reconcile in `errors`; its exit code says so only
+    // when no review is open and no provider was unavailable (8 and 5 win over 1).
+    for (const e of (r.json?.errors ?? []) as { id: string; error: string }[]) {
+      // SPEC §3: a worker whose lease was lost must not write its result over a newer claim. With
+      // 3 s leases and lookups slowed by faults, that refusal is the protection at work, not a fault.
+      if (/lease on .* was lost/.test(e.error)) this.leaseLost.push({ id: e.id, error: e.error });
+      else
+        this.errors.push({
+          invariant: 'run_error',
+          operation_id: e.id,
+          evidence: { command: what, exit: r.code, error: e.error },
+        });
+    }
+    if (OK_EXITS[what].includes(r.code ?? -1) || (what === 'run' && r.code === 1 && r.json?.errors?.length)) return;
     this.errors.push({
       invariant: 'process_exit',
       operation_id: opId,
