@@ -156,6 +156,7 @@ class Campaign {
         verify,
         duplicates: { incremental, full },
         isPerson: (actor) => actor.startsWith(PERSON_PREFIX),
+        seen: this.procs.errors,
       });
       const rows = (
         await db.query<{ state: string; review_reason: string | null }>(
@@ -167,7 +168,6 @@ class Campaign {
     } finally {
       await db.close();
     }
-    violations = [...this.procs.errors, ...violations];
     return {
       seed: plan.seed,
       db: this.o.db,
@@ -269,11 +269,22 @@ class Campaign {
 
   private async submitAll(): Promise<void> {
     const order = this.r.shuffle(this.plan.ops);
-    await lanes(order, this.o.db === 'postgres' ? 4 : 1, async (op) => {
+    let submitting = true;
+    const submits = lanes(order, this.o.db === 'postgres' ? 4 : 1, async (op) => {
       const { result, killed } = await this.procs.killable(['ops', 'submit', op.id, '--json'], op.killSubmitAfterMs);
       if (killed) this.kills.submits++;
       else this.procs.expectExit('submit', result, op.id);
-    });
+    }).finally(() => (submitting = false));
+    // On PostgreSQL the webhook server runs meanwhile: Stripe sends refund.created at commit, so an
+    // event may arrive before the submit's own answer, or while a held request keeps it `submitting`.
+    const webhooks = (async () => {
+      while (this.o.db === 'postgres' && submitting) {
+        this.desk.collect(0);
+        await this.desk.deliverDue(0, 2);
+        await sleep(250);
+      }
+    })();
+    await Promise.all([submits, webhooks]);
     // An orchestrator whose submit died before the claim submits again (the operation is still `approved`).
     const left = await this.procs.cli(['ops', 'list', '--state', 'approved', '--limit', '10000', '--json']);
     const ids: string[] = (left.json?.operations ?? []).map((x: { id: string }) => x.id);

@@ -10,7 +10,9 @@
  *  review_left         once in needs_review, only a person's decision moves an operation (SPEC §3):
  *                      `review resolve` or `attach` by a person actor; a person's `lookup` does not
  *  terminal_left       a terminal state is never left, except confirmed → needs_review (duplicate)
- *  webhook_dedup       every valid delivery accepted; one row per event, duplicates counted
+ *  webhook_refused     a validly signed event is never refused (Stripe would retry it; the
+ *                      campaign does, three times, so the final state reflects it)
+ *  webhook_dedup       one row per accepted event, its redeliveries counted as duplicates
  *  bad_signature       a badly signed webhook is refused and leaves no trace
  *  audit_verify        `recon audit verify` is ok
  *  audit_duplicates    `recon audit duplicates` equals the oracle computed from the ledger
@@ -44,6 +46,8 @@ export interface CheckInput {
   /** `audit duplicates --json` runs to compare with the oracle, by label. */
   duplicates: Record<string, { code: number | null; json: any; stderr: string }>;
   isPerson(actor: string): boolean;
+  /** Violations seen while the processes ran (exit codes, run errors), reported with the others. */
+  seen: Violation[];
 }
 
 interface OpRow {
@@ -65,7 +69,7 @@ const TERMINAL = new Set(['confirmed', 'failed', 'cancelled']);
 const PERSON_DECISIONS = new Set(['review.resolved', 'attached']);
 
 export async function checkInvariants(c: CheckInput): Promise<Violation[]> {
-  const out: Violation[] = [];
+  const out: Violation[] = [...c.seen];
   const add = (invariant: string, operation_id: string | null, evidence: unknown) =>
     out.push({ invariant, operation_id, evidence });
 
@@ -190,8 +194,8 @@ export async function checkInvariants(c: CheckInput): Promise<Violation[]> {
   );
   const opOfRefund = (id: string) => refundById.get(id)?.metadata.recon_operation_id ?? null;
   for (const d of c.deliveries) {
-    if (d.accepted !== d.deliveries) {
-      add('webhook_dedup', opOfRefund(d.refund_id), { event: d.event_id, type: d.type, refused: d.failures });
+    if (d.failures.length > 0) {
+      add('webhook_refused', opOfRefund(d.refund_id), { event: d.event_id, type: d.type, refused: d.failures });
     }
     const count = rows.get(d.event_id);
     if (d.accepted > 0 && count !== d.accepted - 1) {
@@ -231,6 +235,13 @@ export async function checkInvariants(c: CheckInput): Promise<Violation[]> {
     const opIdOf = (g: DuplicateGroup) => g.ids.map(opOfRefund).find((x) => x !== null) ?? null;
     for (const [k, g] of want) if (!got.has(k)) add('audit_duplicates', opIdOf(g), { run: label, missing: g });
     for (const [k, g] of got) if (!want.has(k)) add('audit_duplicates', opIdOf(g), { run: label, unexpected: g });
+  }
+  // Each operation's audit trail, compact, as evidence: who moved it, how, by which rule.
+  for (const v of out) {
+    if (!v.operation_id || typeof v.evidence !== 'object' || v.evidence === null) continue;
+    (v.evidence as Record<string, unknown>).trail = (eventsOf.get(v.operation_id) ?? []).map(
+      (e) => `${e.seq} ${e.actor} ${e.kind} ${e.from_state}→${e.to_state}${e.rule ? ` (${e.rule})` : ''}`,
+    );
   }
   return out;
 }

@@ -46,7 +46,7 @@ function report(s: CampaignSummary): string {
     `campaign seed ${s.seed} on ${s.db}: ${s.ops.total} operations (${s.ops.stripe} refunds, ${s.ops.warehouse} shipments) in ${(s.duration_ms / 1000).toFixed(1)} s`,
     `  faults      ${kv(s.faults)}`,
     `  kills       workers=${s.kills.workers} submits=${s.kills.submits}  (${s.workers.runs} worker runs in ${s.workers.rounds} rounds, up to ${s.workers.max_concurrent} at once; exits ${kv(s.workers.exits)}; ${s.lease_lost} results refused for a lost lease)`,
-    `  webhooks    events=${s.webhooks.events} deliveries=${s.webhooks.deliveries} duplicates=${s.webhooks.duplicate_deliveries} out_of_order=${s.webhooks.out_of_order} bad_signature=${s.webhooks.bad_signature} (${kv(s.webhooks.bad_signature_by_kind)})`,
+    `  webhooks    events=${s.webhooks.events} deliveries=${s.webhooks.deliveries} duplicates=${s.webhooks.duplicate_deliveries} out_of_order=${s.webhooks.out_of_order} retried=${s.webhooks.retries} bad_signature=${s.webhooks.bad_signature} (${kv(s.webhooks.bad_signature_by_kind)})`,
     `  planted     ${kv(s.planted)}; status changes: refunds=${s.status_changes.refunds} shipments=${s.status_changes.shipments}`,
     `  ledger      refunds=${s.ledger.refunds} shipments=${s.ledger.shipments} planted=${s.ledger.planted}; audit duplicates groups=${s.duplicates_reported}`,
     `  final       ${kv(s.final_states)}; review reasons: ${kv(s.review_reasons)}; settle passes=${s.settle_passes}; person lookups=${s.person_lookups}`,

@@ -21,6 +21,7 @@ export class Processes {
   readonly leaseLost: { id: string; error: string }[] = [];
   private serve: ChildProcess | null = null;
   private servePort = 0;
+  private serveLog = '';
 
   constructor(
     private readonly world: CampaignWorld,
@@ -85,7 +86,9 @@ export class Processes {
             signal: AbortSignal.timeout(30_000),
           });
           const text = await res.text();
-          return { accepted: res.status === 200, code: res.status, output: text };
+          // The server keeps error details off the wire (stderr only): take them from its log.
+          const log = res.status >= 500 ? `; server log: ${this.serveLog.split('\n').slice(-4).join(' | ')}` : '';
+          return { accepted: res.status === 200, code: res.status, output: text + log };
         } catch (err) {
           return { accepted: false, code: null, output: String(err) };
         }
@@ -127,7 +130,10 @@ export class Processes {
     ]);
     let stderr = '';
     child.stdout!.resume();
-    child.stderr!.on('data', (d) => (stderr += d));
+    child.stderr!.on('data', (d) => {
+      stderr += d;
+      this.serveLog = (this.serveLog + d).slice(-4_000);
+    });
     child.on('exit', (code, signal) => {
       if (this.serve === child) {
         this.serve = null;

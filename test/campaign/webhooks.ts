@@ -12,6 +12,8 @@ import type { Prng } from './prng.js';
 
 export type BadSignature = 'wrong_secret' | 'tampered' | 'expired' | 'garbage';
 const BAD: BadSignature[] = ['wrong_secret', 'tampered', 'expired', 'garbage'];
+/** Redeliveries of a refused event within a campaign (Stripe keeps trying for three days). */
+const MAX_RETRIES = 3;
 
 /** Delivers one body with one Stripe-Signature header; `accepted` = 2xx / exit 0. */
 export type Deliver = (
@@ -28,6 +30,8 @@ interface Queued {
   times: number;
   concurrent: boolean;
   forged: BadSignature | null;
+  /** Redeliveries after a refusal so far (Stripe retries a non-2xx answer, with backoff, for days). */
+  retries: number;
 }
 
 export interface DeliveryRecord {
@@ -53,6 +57,8 @@ export interface WebhookStats {
   deliveries: number;
   duplicate_deliveries: number;
   out_of_order: number;
+  /** Redeliveries of events the receiver refused, as Stripe retries them. */
+  retries: number;
   bad_signature: number;
   bad_signature_by_kind: Record<string, number>;
 }
@@ -69,6 +75,7 @@ export class WebhookDesk {
     deliveries: 0,
     duplicate_deliveries: 0,
     out_of_order: 0,
+    retries: 0,
     bad_signature: 0,
     bad_signature_by_kind: {},
   };
@@ -99,6 +106,7 @@ export class WebhookDesk {
       times,
       concurrent: this.parallel && times > 1 && this.r.chance(0.5),
       forged: null,
+      retries: 0,
     });
     if (this.r.chance(0.12)) {
       this.queue.push({
@@ -109,6 +117,7 @@ export class WebhookDesk {
         times: 1,
         concurrent: false,
         forged: this.r.pick(BAD),
+        retries: 0,
       });
     }
   }
@@ -119,7 +128,7 @@ export class WebhookDesk {
     this.queue = this.queue.filter((q) => q.dueRound > round);
     let next = 0;
     const lanes = Array.from({ length: Math.max(1, concurrency) }, async () => {
-      while (next < due.length) await this.one(due[next++]!);
+      while (next < due.length) await this.one(due[next++]!, round);
     });
     await Promise.all(lanes);
   }
@@ -128,7 +137,7 @@ export class WebhookDesk {
     return this.queue.length;
   }
 
-  private async one(q: Queued): Promise<void> {
+  private async one(q: Queued, round: number): Promise<void> {
     const body = JSON.stringify(q.event, null, 2);
     if (q.forged) {
       const signature = this.forge(q.forged, body);
@@ -153,16 +162,25 @@ export class WebhookDesk {
         failures: [],
       } as DeliveryRecord);
     this.records.set(q.event.id, record);
+    let refused = false;
     const once = async () => {
       const r = await this.deliver(body, this.stripe.signPayload(body));
       this.stats.deliveries++;
       record.deliveries++;
       if (r.accepted) record.accepted++;
-      else record.failures.push({ code: r.code, output: r.output.slice(0, 500) });
+      else {
+        refused = true;
+        record.failures.push({ code: r.code, output: r.output.slice(0, 800) });
+      }
     };
     this.stats.duplicate_deliveries += q.times - 1;
     if (q.concurrent) await Promise.all(Array.from({ length: q.times }, once));
     else for (let i = 0; i < q.times; i++) await once();
+    if (refused && q.retries < MAX_RETRIES) {
+      this.stats.retries++;
+      const next = Number.isFinite(round) ? round + 1 : round;
+      this.queue.push({ ...q, times: 1, concurrent: false, dueRound: next, retries: q.retries + 1 });
+    }
   }
 
   private forge(kind: BadSignature, body: string): string {
