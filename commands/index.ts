@@ -7,6 +7,7 @@ import * as demo from './demo.js';
 import * as escalate from './escalate.js';
 import * as init from './init.js';
 import * as lookup from './lookup.js';
+import * as mcp from './mcp.js';
 import * as opsApprove from './ops-approve.js';
 import * as opsList from './ops-list.js';
 import * as opsRecord from './ops-record.js';
@@ -42,6 +43,7 @@ export function registerAll(program: Command): void {
   review.register(program);
   run.register(program);
   webhook.register(program);
+  mcp.register(program);
   stats.register(program);
   sandbox.register(program);
   demo.register(program);
