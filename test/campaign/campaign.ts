@@ -28,17 +28,9 @@ export interface CampaignOptions {
   pgBaseUrl?: string;
   /** Progress lines (stderr for the CLI). */
   log?: (line: string) => void;
-  /**
-   * The on-call person runs `recon lookup` on a few operations in review. Default true. (Off in the
-   * npm test seed while `lookup` refuses operations in needs_review with exit 4: see the campaign
-   * report of issue 10.)
-   */
+  /** The on-call person runs `recon lookup` on a few operations in review. Default true. */
   personLookups?: boolean;
-  /**
-   * On PostgreSQL, deliver webhooks while the first submits run. Default true. (Off in the npm test
-   * seed while a webhook for an operation not yet submitted can fail with 500 or leave a duplicate
-   * linked to an operation that its submit then confirms: see the campaign report of issue 10.)
-   */
+  /** On PostgreSQL, deliver webhooks while the first submits run. Default true. */
   webhooksDuringSubmit?: boolean;
   /**
    * How long each settle phase may take before the open operations are reported. Default 30 s:
