@@ -1,5 +1,5 @@
 import type { Queryable } from '../store/db.js';
-import { findDuplicates } from './duplicates.js';
+import { countDuplicates } from './duplicates.js';
 
 /** `recon stats`: where the backlog is, how fast it resolves, how often humans are needed. */
 export interface Stats {
@@ -36,32 +36,47 @@ export function percentile(sorted: number[], p: number): number | null {
   return sorted[Math.min(sorted.length, rank) - 1];
 }
 
+/**
+ * The age bucket of an unresolved operation, in SQL: the same comparisons as AGE_BUCKETS (an age in
+ * float8 seconds, each bucket's upper bound exclusive).
+ */
+const AGE_BUCKET_SQL = `CASE ${AGE_BUCKETS.filter(([, max]) => Number.isFinite(max))
+  .map(([name, max]) => `WHEN age < ${max} THEN '${name}'`)
+  .join(' ')} ELSE '${AGE_BUCKETS[AGE_BUCKETS.length - 1]![0]}' END`;
+
+/**
+ * Everything is counted and ranked by the database: no row is streamed into JS (on a million
+ * operations that was 990k rows and 178 MiB to sort percentiles here). Percentiles are
+ * `percentile_disc`, which is the nearest-rank percentile of `percentile()` above (the first value
+ * whose rank reaches ceil(p · n)), so the figures are exactly what they were when computed in JS;
+ * `percentile_cont` would interpolate between two values and report a time no operation took.
+ */
 export async function computeStats(q: Queryable, o: { now: Date; since?: Date }): Promise<Stats> {
   const now = o.now.toISOString();
   const since = o.since?.toISOString() ?? null;
-  const unresolved = await q.query<{ state: string; age: number }>(
-    `SELECT state, extract(epoch FROM ($1::timestamptz - coalesce(first_attempt_at, created_at)))::float8 AS age
-       FROM recon.operations WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')`,
-    [now],
+  // One pass over the operations for the state counts, the unresolved age buckets and the duplicates.
+  const counts = await q.query<{ state: string; age_bucket: string | null; n: number; in_since: number; dup: number }>(
+    `SELECT state, age_bucket, count(*)::int AS n, count(*) FILTER (WHERE in_since)::int AS in_since,
+            count(*) FILTER (WHERE in_since AND review_reason = 'duplicate')::int AS dup
+       FROM (SELECT state, review_reason, ($2::timestamptz IS NULL OR created_at >= $2::timestamptz) AS in_since,
+                    CASE WHEN state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review') THEN ${AGE_BUCKET_SQL} END
+                      AS age_bucket
+               FROM (SELECT state, review_reason, created_at,
+                            extract(epoch FROM ($1::timestamptz - coalesce(first_attempt_at, created_at)))::float8 AS age
+                       FROM recon.operations) AS o) AS b
+      GROUP BY state, age_bucket`,
+    [now, since],
   );
-  const buckets = new Map<string, number>();
-  for (const r of unresolved.rows) {
-    const bucket = AGE_BUCKETS.find(([, max]) => Number(r.age) < max)![0];
-    const k = `${r.state}\u0000${bucket}`;
-    buckets.set(k, (buckets.get(k) ?? 0) + 1);
-  }
-  const byState = await q.query<{ state: string; n: number }>(
-    `SELECT state, count(*)::int AS n FROM recon.operations WHERE ($1::timestamptz IS NULL OR created_at >= $1::timestamptz) GROUP BY state`,
+  const ttr = await q.query<{ n: number; p50: number | null; p90: number | null; p99: number | null }>(
+    `SELECT count(*)::int AS n,
+            percentile_disc(0.5) WITHIN GROUP (ORDER BY s) AS p50,
+            percentile_disc(0.9) WITHIN GROUP (ORDER BY s) AS p90,
+            percentile_disc(0.99) WITHIN GROUP (ORDER BY s) AS p99
+       FROM (SELECT extract(epoch FROM (resolved_at - first_attempt_at))::float8 AS s FROM recon.operations
+              WHERE resolved_at IS NOT NULL AND first_attempt_at IS NOT NULL AND state IN ('confirmed', 'failed')
+                AND ($1::timestamptz IS NULL OR resolved_at >= $1::timestamptz)) AS r`,
     [since],
   );
-  const resolved = await q.query<{ s: number }>(
-    `SELECT extract(epoch FROM (resolved_at - first_attempt_at))::float8 AS s FROM recon.operations
-      WHERE resolved_at IS NOT NULL AND first_attempt_at IS NOT NULL AND state IN ('confirmed', 'failed')
-        AND ($1::timestamptz IS NULL OR resolved_at >= $1::timestamptz)
-      ORDER BY 1`,
-    [since],
-  );
-  const ttr = resolved.rows.map((r) => Number(r.s));
   const attempts = await q.query<{ attempt_count: number; n: number }>(
     `SELECT attempt_count, count(*)::int AS n FROM recon.operations
       WHERE attempt_count > 0 AND ($1::timestamptz IS NULL OR created_at >= $1::timestamptz) GROUP BY attempt_count ORDER BY attempt_count`,
@@ -77,10 +92,6 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
     sum += Number(r.attempt_count) * Number(r.n);
     max = Number(r.attempt_count);
   }
-  const dup = await q.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM recon.operations WHERE review_reason = 'duplicate' AND ($1::timestamptz IS NULL OR created_at >= $1::timestamptz)`,
-    [since],
-  );
   const esc = await q.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM recon.audit_events WHERE to_state = 'needs_review' AND from_state IS DISTINCT FROM 'needs_review'
         AND ($1::timestamptz IS NULL OR at >= $1::timestamptz)`,
@@ -89,29 +100,34 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
   // The same groups `audit duplicates` reports (by operation id, by client reference, same charge and
   // amount within 24h), so the two commands never disagree; null until an audit has read a ledger.
   const audited = await q.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_scans');
-  const ledgerGroups = Number(audited.rows[0].n) > 0 ? (await findDuplicates(q, {})).length : null;
+  const ledgerGroups = Number(audited.rows[0].n) > 0 ? await countDuplicates(q, {}) : null;
+
+  const unresolved: Stats['unresolved'] = [];
+  const byState: Record<string, number> = {};
+  let unresolvedTotal = 0;
+  let duplicateActions = 0;
+  for (const r of counts.rows) {
+    if (r.age_bucket !== null) {
+      unresolved.push({ state: r.state, age_bucket: r.age_bucket, count: Number(r.n) });
+      unresolvedTotal += Number(r.n);
+    }
+    if (Number(r.in_since) > 0) byState[r.state] = (byState[r.state] ?? 0) + Number(r.in_since);
+    duplicateActions += Number(r.dup);
+  }
+  const t = ttr.rows[0]!;
+  const num = (v: number | null) => (v === null ? null : Number(v));
   return {
     since,
-    unresolved: [...buckets.entries()]
-      .map(([k, count]) => {
-        const [state, age_bucket] = k.split('\u0000');
-        return { state, age_bucket, count };
-      })
-      .sort(
-        (a, b) =>
-          a.state.localeCompare(b.state) ||
-          AGE_BUCKETS.findIndex((x) => x[0] === a.age_bucket) - AGE_BUCKETS.findIndex((x) => x[0] === b.age_bucket),
-      ),
-    unresolved_total: unresolved.rows.length,
-    by_state: Object.fromEntries(byState.rows.map((r) => [r.state, Number(r.n)])),
-    duplicate_actions: Number(dup.rows[0].n),
+    unresolved: unresolved.sort(
+      (a, b) =>
+        a.state.localeCompare(b.state) ||
+        AGE_BUCKETS.findIndex((x) => x[0] === a.age_bucket) - AGE_BUCKETS.findIndex((x) => x[0] === b.age_bucket),
+    ),
+    unresolved_total: unresolvedTotal,
+    by_state: byState,
+    duplicate_actions: duplicateActions,
     ledger_duplicate_groups: ledgerGroups,
-    time_to_reconciliation_seconds: {
-      count: ttr.length,
-      p50: percentile(ttr, 50),
-      p90: percentile(ttr, 90),
-      p99: percentile(ttr, 99),
-    },
+    time_to_reconciliation_seconds: { count: Number(t.n), p50: num(t.p50), p90: num(t.p90), p99: num(t.p99) },
     attempts_per_operation: { operations: ops, mean: ops ? sum / ops : null, max, histogram },
     escalations: Number(esc.rows[0].n),
   };
