@@ -46,6 +46,11 @@ export interface BenchRow {
   baseline_of?: string;
   /** When the baseline is not in `unit` (e.g. a ratio measured against a time). */
   baseline_unit?: string;
+  /**
+   * value ÷ baseline, or how the row compares with its baseline when that is not a plain quotient
+   * (e.g. a time ratio); filled from value and baseline when left out.
+   */
+  ratio?: number | null;
   /** null when the row has no target. */
   pass: boolean | null;
   note?: string;
