@@ -9,7 +9,7 @@
  * default durability, so each group pays for its commit's WAL flush, as it does for users.
  */
 import { performance } from 'node:perf_hooks';
-import { historiesOf, applyDecisions, planDecision } from '../../src/core/apply.js';
+import { applyDecisions, historiesOf, lookupDetail, planDecision, type History } from '../../src/core/apply.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { loadConfig } from '../../src/config.js';
 import type { Db } from '../../src/store/db.js';
@@ -49,14 +49,23 @@ async function recon(ctx: BenchContext, n: number): Promise<{ ms: number; cpuMs:
     // The claimed rows, as claimForRun returns them: the claim is not what this measures.
     const all = await store.db.query('SELECT * FROM recon.operations ORDER BY id');
     const byId = new Map(all.rows.map((r) => [r.id as string, { ...rowToOperation(r), lease_owner: r.lease_owner }]));
+    // Histories are read with the claim (recon run reads a claimed batch's at once, while the provider
+    // answers): not part of the write path.
+    const groups: { owner: string; ops: Operation[]; histories: Map<string, History> }[][] = [];
+    for (const [w, owner] of owners.entries()) {
+      const ids = Array.from({ length: n }, (_, i) => i).filter((i) => i % WORKERS === w);
+      const mine: { owner: string; ops: Operation[]; histories: Map<string, History> }[] = [];
+      for (let k = 0; k < ids.length; k += GROUP) {
+        const ops = ids.slice(k, k + GROUP).map((i) => byId.get(opId('w', i))!);
+        mine.push({ owner, ops, histories: await historiesOf(store.db, ops) });
+      }
+      groups.push(mine);
+    }
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     await Promise.all(
-      owners.map(async (owner, w) => {
-        const ids = Array.from({ length: n }, (_, i) => i).filter((i) => i % WORKERS === w);
-        for (let k = 0; k < ids.length; k += GROUP) {
-          const ops: Operation[] = ids.slice(k, k + GROUP).map((i) => byId.get(opId('w', i))!);
-          const histories = await historiesOf(store.db, ops);
+      groups.map(async (mine) => {
+        for (const { owner, ops, histories } of mine) {
           const plans = await Promise.all(
             ops.map(async (op) =>
               planDecision(
@@ -91,6 +100,29 @@ async function raw(ctx: BenchContext, n: number): Promise<number> {
     await seedOperations(store.db, 'x', n, new Date());
     const owners = await claimAll(store.db, 'x', n);
     const hash = 'f'.repeat(64);
+    // The same JSON recon writes: the lookup's detail in the observation, explanation and lookup in the event.
+    const found = lookupDetail({
+      result: 'found',
+      matches: [
+        {
+          provider_id: 're_x_0000',
+          status: 'succeeded',
+          state: 'confirmed',
+          amount: 1000,
+          currency: 'usd',
+          operation_id: 'op-x-0000',
+          client_reference: null,
+          group: 'pi_x_0000',
+          created: new Date(),
+        },
+      ],
+      candidates: [],
+    });
+    const observation = JSON.stringify(found);
+    const event = JSON.stringify({
+      explanation: 'exactly one matching transaction; amount and currency agree',
+      lookup: found,
+    });
     const t0 = performance.now();
     await Promise.all(
       owners.map(async (_owner, w) => {
@@ -101,9 +133,10 @@ async function raw(ctx: BenchContext, n: number): Promise<number> {
           await store.db.transaction(async (tx) => {
             await tx.query(
               `INSERT INTO recon.observations (operation_id, observed_at, result, detail)
-               SELECT id, $2::timestamptz, CASE WHEN even THEN 'found' ELSE 'not_found' END, '{"result":"found"}'
-                 FROM unnest($1::text[]) AS id, LATERAL (SELECT substring(id from '[0-9]+$')::int % 2 = 0 AS even) e`,
-              [group, at],
+               SELECT id, $2::timestamptz, CASE WHEN even THEN 'found' ELSE 'not_found' END, detail
+                 FROM unnest($1::text[], $3::jsonb[]) AS u(id, detail),
+                      LATERAL (SELECT substring(id from '[0-9]+$')::int % 2 = 0 AS even) e`,
+              [group, at, group.map(() => observation)],
             );
             await tx.query(
               `INSERT INTO recon.provider_transactions (provider, provider_id, operation_id, status, state, amount, currency,
@@ -123,9 +156,9 @@ async function raw(ctx: BenchContext, n: number): Promise<number> {
             await tx.query(
               `INSERT INTO recon.audit_events (operation_id, seq, at, actor, kind, from_state, to_state, rule, detail, prev_hash, hash)
                SELECT id, 1, $2::timestamptz, 'bench', 'reconcile.decision', 'outcome_unknown', 'confirmed', 'found.confirmed',
-                      '{"explanation":"found"}', $3, $3
-                 FROM unnest($1::text[]) AS id`,
-              [group, at, hash],
+                      detail, $3, $3
+                 FROM unnest($1::text[], $4::jsonb[]) AS u(id, detail)`,
+              [group, at, hash, group.map(() => event)],
             );
           });
         }
