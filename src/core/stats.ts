@@ -1,4 +1,4 @@
-import type { Queryable } from '../store/db.js';
+import type { Db, Queryable } from '../store/db.js';
 import { countDuplicates } from './duplicates.js';
 
 /** `recon stats`: where the backlog is, how fast it resolves, how often humans are needed. */
@@ -54,43 +54,51 @@ const AGE_BUCKET_SQL = `CASE ${AGE_BUCKETS.filter(([, max]) => Number.isFinite(m
 export async function computeStats(q: Queryable, o: { now: Date; since?: Date }): Promise<Stats> {
   const now = o.now.toISOString();
   const since = o.since?.toISOString() ?? null;
-  // One pass over the operations for the state counts, the unresolved age buckets and the duplicates.
-  const counts = await q.query<{ state: string; age_bucket: string | null; n: number; in_since: number; dup: number }>(
-    `SELECT state, age_bucket, count(*)::int AS n, count(*) FILTER (WHERE in_since)::int AS in_since,
-            count(*) FILTER (WHERE in_since AND review_reason = 'duplicate')::int AS dup
-       FROM (SELECT state, review_reason, ($2::timestamptz IS NULL OR created_at >= $2::timestamptz) AS in_since,
-                    CASE WHEN state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review') THEN ${AGE_BUCKET_SQL} END
-                      AS age_bucket
-               FROM (SELECT state, review_reason, created_at,
-                            extract(epoch FROM ($1::timestamptz - coalesce(first_attempt_at, created_at)))::float8 AS age
-                       FROM recon.operations) AS o) AS b
-      GROUP BY state, age_bucket`,
-    [now, since],
+  // One pass over the operations for the state counts, the duplicates and the attempts histogram
+  // (grouping sets); the unresolved ones, few and under their partial index, for the age buckets.
+  const counts = await q.query<{ state: string | null; attempt_count: number | null; n: number; dup: number }>(
+    `SELECT state, attempt_count, count(*)::int AS n, count(*) FILTER (WHERE review_reason = 'duplicate')::int AS dup
+       FROM recon.operations
+      WHERE ($1::timestamptz IS NULL OR created_at >= $1::timestamptz)
+      GROUP BY GROUPING SETS ((state), (attempt_count))`,
+    [since],
   );
-  const ttr = await q.query<{ n: number; p50: number | null; p90: number | null; p99: number | null }>(
-    `SELECT count(*)::int AS n,
-            percentile_disc(0.5) WITHIN GROUP (ORDER BY s) AS p50,
-            percentile_disc(0.9) WITHIN GROUP (ORDER BY s) AS p90,
-            percentile_disc(0.99) WITHIN GROUP (ORDER BY s) AS p99
+  const buckets = await q.query<{ state: string; age_bucket: string; n: number }>(
+    `SELECT state, ${AGE_BUCKET_SQL} AS age_bucket, count(*)::int AS n
+       FROM (SELECT state, extract(epoch FROM ($1::timestamptz - coalesce(first_attempt_at, created_at)))::float8 AS age
+               FROM recon.operations WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')) AS u
+      GROUP BY 1, 2`,
+    [now],
+  );
+  // One sort for the three percentiles (the array form of the aggregate), in memory: at the
+  // default work_mem (4MB) a million durations spill to disk and the sort takes several times longer.
+  const ttrSql = `SELECT count(*)::int AS n, percentile_disc(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY s) AS p
        FROM (SELECT extract(epoch FROM (resolved_at - first_attempt_at))::float8 AS s FROM recon.operations
               WHERE resolved_at IS NOT NULL AND first_attempt_at IS NOT NULL AND state IN ('confirmed', 'failed')
-                AND ($1::timestamptz IS NULL OR resolved_at >= $1::timestamptz)) AS r`,
-    [since],
-  );
-  const attempts = await q.query<{ attempt_count: number; n: number }>(
-    `SELECT attempt_count, count(*)::int AS n FROM recon.operations
-      WHERE attempt_count > 0 AND ($1::timestamptz IS NULL OR created_at >= $1::timestamptz) GROUP BY attempt_count ORDER BY attempt_count`,
-    [since],
-  );
+                AND ($1::timestamptz IS NULL OR resolved_at >= $1::timestamptz)) AS r`;
+  const ttr =
+    'transaction' in q
+      ? await (q as Db).transaction(async (tx) => {
+          await tx.query("SET LOCAL work_mem = '64MB'");
+          return tx.query<{ n: number; p: number[] | null }>(ttrSql, [since]);
+        })
+      : await q.query<{ n: number; p: number[] | null }>(ttrSql, [since]);
   const histogram: Record<string, number> = {};
+  const byState: Record<string, number> = {};
   let ops = 0;
   let sum = 0;
   let max: number | null = null;
-  for (const r of attempts.rows) {
-    histogram[String(r.attempt_count)] = Number(r.n);
-    ops += Number(r.n);
-    sum += Number(r.attempt_count) * Number(r.n);
-    max = Number(r.attempt_count);
+  let duplicateActions = 0;
+  for (const r of counts.rows) {
+    if (r.state !== null) {
+      byState[r.state] = Number(r.n);
+      duplicateActions += Number(r.dup);
+    } else if (r.attempt_count !== null && Number(r.attempt_count) > 0) {
+      histogram[String(r.attempt_count)] = Number(r.n);
+      ops += Number(r.n);
+      sum += Number(r.attempt_count) * Number(r.n);
+      max = Math.max(max ?? 0, Number(r.attempt_count));
+    }
   }
   const esc = await q.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM recon.audit_events WHERE to_state = 'needs_review' AND from_state IS DISTINCT FROM 'needs_review'
@@ -102,20 +110,14 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
   const audited = await q.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_scans');
   const ledgerGroups = Number(audited.rows[0].n) > 0 ? await countDuplicates(q, {}) : null;
 
-  const unresolved: Stats['unresolved'] = [];
-  const byState: Record<string, number> = {};
-  let unresolvedTotal = 0;
-  let duplicateActions = 0;
-  for (const r of counts.rows) {
-    if (r.age_bucket !== null) {
-      unresolved.push({ state: r.state, age_bucket: r.age_bucket, count: Number(r.n) });
-      unresolvedTotal += Number(r.n);
-    }
-    if (Number(r.in_since) > 0) byState[r.state] = (byState[r.state] ?? 0) + Number(r.in_since);
-    duplicateActions += Number(r.dup);
-  }
+  const unresolved: Stats['unresolved'] = buckets.rows.map((r) => ({
+    state: r.state,
+    age_bucket: r.age_bucket,
+    count: Number(r.n),
+  }));
+  const unresolvedTotal = unresolved.reduce((total, u) => total + u.count, 0);
   const t = ttr.rows[0]!;
-  const num = (v: number | null) => (v === null ? null : Number(v));
+  const num = (v: number | null | undefined) => (v === null || v === undefined ? null : Number(v));
   return {
     since,
     unresolved: unresolved.sort(
@@ -127,7 +129,7 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
     by_state: byState,
     duplicate_actions: duplicateActions,
     ledger_duplicate_groups: ledgerGroups,
-    time_to_reconciliation_seconds: { count: Number(t.n), p50: num(t.p50), p90: num(t.p90), p99: num(t.p99) },
+    time_to_reconciliation_seconds: { count: Number(t.n), p50: num(t.p?.[0]), p90: num(t.p?.[1]), p99: num(t.p?.[2]) },
     attempts_per_operation: { operations: ops, mean: ops ? sum / ops : null, max, histogram },
     escalations: Number(esc.rows[0].n),
   };
