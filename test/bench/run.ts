@@ -20,6 +20,7 @@ import { listUnresolved } from './list-unresolved.js';
 import { reconcileThroughput } from './reconcile.js';
 import { recordThroughput } from './record.js';
 import { startup } from './startup.js';
+import { statsBench } from './stats.js';
 import { writePath } from './write-path.js';
 
 const ALL: Benchmark[] = [
@@ -30,6 +31,7 @@ const ALL: Benchmark[] = [
   claims,
   auditDuplicates,
   recordThroughput,
+  statsBench,
 ];
 
 function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {
