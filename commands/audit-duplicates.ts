@@ -16,6 +16,7 @@ import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, println } from './support/io.js';
 import { renderTable } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 export interface DuplicatesOptions {
   provider?: string;
@@ -192,11 +193,11 @@ async function render(deps: Deps, duplicates: Duplicate[], scans: DuplicateScan[
       deps.io,
       ['provider', 'kind', 'key', 'transactions', 'total', 'recon knows'],
       duplicates.map((d) => [
-        d.provider,
+        printable(d.provider),
         d.kind,
-        d.key,
-        d.transactions.map((t) => t.provider_id).join('\n'),
-        `${d.amount_total} ${d.currency ?? ''}`.trim(),
+        printable(d.key),
+        d.transactions.map((t) => printable(t.provider_id)).join('\n'),
+        `${d.amount_total} ${printable(d.currency)}`.trim(),
         d.recon_knows ? 'yes' : 'no',
       ]),
     ),

@@ -119,6 +119,13 @@ export const COMMANDS: (CommandEntry | CommandGroup)[] = [
     load: () => import('./webhook.js'),
   },
   {
+    name: 'mcp',
+    usage: 'mcp [options]',
+    description:
+      "serve recon's tools to an AI agent (Model Context Protocol): over stdio, or Streamable HTTP with --http",
+    load: () => import('./mcp.js'),
+  },
+  {
     name: 'stats',
     usage: 'stats [options]',
     description: 'unresolved by state and age, duplicates, time to reconciliation, attempts per operation',

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { parseSinceOrDate } from '../src/core/durations.js';
-import { evaluate, lookupDetail } from '../src/core/reconcile.js';
+import { applyLookupFindings, isReconcilable } from '../src/core/found.js';
+import { evaluate, lookupDetail, safeLookup } from '../src/core/reconcile.js';
 import { getOperation } from '../src/core/repo.js';
 import { note, recordObservation } from '../src/core/transition.js';
 import { validateId } from '../src/core/validate.js';
@@ -10,6 +11,7 @@ import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
 import { renderTable } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 export interface LookupOptions {
   key?: string;
@@ -68,6 +70,18 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
   const core = await deps.core();
   const op = await getOperation(core.db, validateId(id));
   const provider = await deps.provider(op.provider);
+  if (!isReconcilable(op.state)) {
+    // Not the rule's to decide: what is found is linked as evidence (a duplicate for a confirmed operation).
+    const lookup = await safeLookup(provider, op);
+    const state = await applyLookupFindings(core, provider, op, lookup);
+    if (deps.globals.json) return printJson(deps.io, { id: op.id, state, ...lookupDetail(lookup), conclusion: null });
+    await renderLookup(deps, lookup);
+    info(
+      deps.io,
+      `${op.id} is ${state}${state !== op.state ? ` (was ${op.state})` : ''}; the rule decides only unresolved operations`,
+    );
+    return lookup.result === 'unavailable' ? 5 : 0;
+  }
   const { lookup, decision } = await evaluate(core, provider, op);
   // Read-only at the provider; recon records what it saw, as evidence for the rule.
   await core.db
@@ -100,11 +114,11 @@ async function renderLookup(deps: Deps, l: LookupResult): Promise<void> {
   const rows = (list: ProviderTxn[], kind: string) =>
     list.map((t) => [
       kind,
-      t.provider_id,
-      t.status,
-      `${t.amount ?? ''} ${t.currency ?? ''}`.trim(),
-      t.operation_id ?? '',
-      t.client_reference ?? '',
+      printable(t.provider_id),
+      printable(t.status),
+      `${t.amount ?? ''} ${printable(t.currency)}`.trim(),
+      printable(t.operation_id),
+      printable(t.client_reference),
       t.created?.toISOString() ?? '',
     ]);
   const all = [...rows(l.matches, 'match'), ...rows(l.candidates, 'candidate (no recon metadata)')];
@@ -113,5 +127,5 @@ async function renderLookup(deps: Deps, l: LookupResult): Promise<void> {
       deps.io,
       await renderTable(deps.io, ['', 'provider id', 'status', 'amount', 'operation', 'client ref', 'created'], all),
     );
-  info(deps.io, `lookup: ${l.result}${l.error ? ` (${l.error})` : ''}`);
+  info(deps.io, `lookup: ${l.result}${l.error ? ` (${printable(l.error)})` : ''}`);
 }

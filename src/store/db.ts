@@ -28,15 +28,25 @@ export interface Db extends Queryable {
    * `db.transaction` inside `fn`: on PGlite they wait for this transaction to end.
    */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * PostgreSQL only: true when two connections of ours were served by one server session, which
+   * only a transaction-mode pooler (PgBouncer `pool_mode = transaction`) does. Migrations need a
+   * session of their own and refuse such a URL.
+   */
+  sharesSessions?(): Promise<boolean>;
   /** Closes connections and, for an embedded store, releases its lock file. Idempotent. */
   close(): Promise<void>;
 }
 
-/** `postgres://user:secret@host/db` → `postgres://user:***@host/db`; other URLs unchanged. */
+/** `postgres://user:secret@host/db` → `postgres://user:***@host/db` (and `?password=secret`); other URLs unchanged. */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = '***';
+    // libpq takes the password as a parameter too: postgres://user@host/db?password=…
+    for (const key of [...u.searchParams.keys()]) {
+      if (/^(ssl)?password$/i.test(key)) u.searchParams.set(key, '***');
+    }
     return u.toString();
   } catch {
     // An unparseable URL may still hold a secret after "user:"; hide everything before '@'.

@@ -14,6 +14,7 @@ import { claimForRun } from '../../src/core/claims.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { recordOperations } from '../../src/core/record.js';
 import { findOperation } from '../../src/core/repo.js';
+import { transition } from '../../src/core/transition.js';
 import { validateOperation } from '../../src/core/validate.js';
 import { note } from '../../src/core/transition.js';
 import { LeaseLostError } from '../../src/errors.js';
@@ -83,15 +84,22 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
           provider: 'stripe',
           action: 'refund',
           payload: { payment_intent: `pi_${id}`, amount: 500, currency: 'usd' },
+          approval: 'T-1',
         },
         ['stripe'],
       ),
     );
     await recordOperations(ctxAt(T0), ops);
-    await db.query(
-      "UPDATE recon.operations SET state = 'outcome_unknown', attempt_count = 1, first_attempt_at = $2 WHERE id = ANY($1::text[])",
-      [ids, T0.toISOString()],
-    );
+    // Through the state machine, so each chain ends in its operation's state (audit verify checks it).
+    for (const id of ids)
+      await db.transaction(async (tx) => {
+        for (const to of ['submitting', 'outcome_unknown'] as const)
+          await transition(tx, id, to, { actor: 'test', now: T0, kind: 'k', rule: 'r' });
+      });
+    await db.query('UPDATE recon.operations SET attempt_count = 1, first_attempt_at = $2 WHERE id = ANY($1::text[])', [
+      ids,
+      T0.toISOString(),
+    ]);
     const got = await claimForRun(db, { owner, leaseMs: 60_000, now: T0, limit: 1000, exclude: [] });
     return new Map(got.filter((o) => ids.includes(o.id)).map((o) => [o.id, o]));
   }
