@@ -71,6 +71,16 @@ export async function applyFoundTransaction(
   return { effect: 'transitioned', state: move.to, linked: true };
 }
 
+/**
+ * A second live side effect: `txn` is not linked to the operation yet, it is not `failed`, and a
+ * live transaction is linked already. The one duplicate test for webhooks, lookups and responses.
+ */
+export function isDuplicate(txn: ProviderTxn, linkedBefore: { provider_id: string; state: string }[]): boolean {
+  const isNew = !linkedBefore.some((t) => t.provider_id === txn.provider_id);
+  const anotherLive = linkedBefore.some((t) => t.provider_id !== txn.provider_id && t.state !== 'failed');
+  return isNew && anotherLive && txn.state !== 'failed';
+}
+
 /** The move a found (and linked) transaction makes, or null for evidence only. */
 function decideFound(
   op: Operation,
@@ -81,15 +91,19 @@ function decideFound(
   if (op.state === 'needs_review') return null;
   const inFlight = op.state === 'submitting' && op.lease_expires_at !== null && op.lease_expires_at > now;
   if (inFlight) return null;
-  const isNew = !linkedBefore.some((t) => t.provider_id === txn.provider_id);
-  const anotherLive = linkedBefore.some((t) => t.provider_id !== txn.provider_id && t.state !== 'failed');
-  if (isNew && anotherLive && txn.state !== 'failed') {
+  const from: State = op.state === 'submitting' ? 'outcome_unknown' : op.state;
+  if (isDuplicate(txn, linkedBefore)) {
+    // A state the machine keeps a duplicate out of (failed, cancelled) records it as evidence.
+    if (!canTransition(from, 'needs_review', { review_reason: 'duplicate' })) return null;
     return { to: 'needs_review', rule: 'duplicate', review_reason: 'duplicate', problems: [] };
   }
   if (isTerminal(op.state)) return null;
-  const from: State = op.state === 'submitting' ? 'outcome_unknown' : op.state;
   const problems = txnMismatches(op, txn);
-  if (problems.length) return { to: 'needs_review', rule: 'mismatch', review_reason: 'mismatch', problems };
+  if (problems.length) {
+    // Not yet submitted (approved): the mismatching transaction is evidence; a later submit or run decides.
+    if (!canTransition(from, 'needs_review', { review_reason: 'mismatch' })) return null;
+    return { to: 'needs_review', rule: 'mismatch', review_reason: 'mismatch', problems };
+  }
   if (from === txn.state || !canTransition(from, txn.state)) return null;
   return { to: txn.state, rule: txn.state, review_reason: null, problems: [] };
 }

@@ -8,8 +8,9 @@ import { STATES, type State, TERMINAL_STATES, UNRESOLVED_STATES } from '../types
  * Additions to the SPEC's table:
  * - `submitting → needs_review`: SPEC §3 classifies a 400 `idempotency_error` on submit as
  *   `needs_review`, which the table's `submitting` row omits.
- * - `approved → needs_review`, reason `payload_tampered` only: the payload no longer matches its
- *   stored hash when the attempt is claimed (SPEC §5); nothing is sent.
+ * - `approved → needs_review`, reasons `payload_tampered` and `duplicate` only: the payload no
+ *   longer matches its stored hash when the attempt is claimed (SPEC §5), or the provider already
+ *   holds two live transactions carrying the operation before it was ever submitted; nothing is sent.
  * - `confirmed → needs_review`, reason `duplicate` only: a second provider transaction found for a
  *   confirmed operation (SPEC §3), the one way out of a terminal state.
  *
@@ -30,9 +31,9 @@ const NEXT: Record<State, readonly State[]> = {
 };
 
 /** Moves allowed for one review reason only. */
-const ONLY_FOR_REASON: Partial<Record<`${State}>${State}`, string>> = {
-  'approved>needs_review': 'payload_tampered',
-  'confirmed>needs_review': 'duplicate',
+const ONLY_FOR_REASON: Partial<Record<`${State}>${State}`, readonly string[]>> = {
+  'approved>needs_review': ['payload_tampered', 'duplicate'],
+  'confirmed>needs_review': ['duplicate'],
 };
 
 /** States only a person leaves. */
@@ -54,8 +55,9 @@ function refusal(from: State, to: State, m: Mover): string | null {
     const allowed = NEXT[from].filter((s) => !ONLY_FOR_REASON[`${from}>${s}`]);
     return `from ${from}: ${allowed.length ? allowed.join(', ') : 'nothing (terminal)'}`;
   }
-  const reason = ONLY_FOR_REASON[`${from}>${to}`];
-  if (reason && m.review_reason !== reason) return `${from} → ${to} is only for review reason ${reason}`;
+  const reasons = ONLY_FOR_REASON[`${from}>${to}`];
+  if (reasons && !reasons.includes(m.review_reason ?? ''))
+    return `${from} → ${to} is only for review reason ${reasons.join(' or ')}`;
   if (PERSON_ONLY_EXITS.includes(from) && m.by !== 'person')
     return `only a person leaves ${from} (recon review resolve, recon attach)`;
   return null;

@@ -2,9 +2,9 @@ import type { Provider, State, SubmitRequest, SubmitResult, Operation } from '..
 import { claimAttempt, newOwnerToken, type AttemptClaim } from './claims.js';
 import { LeaseLostError } from '../errors.js';
 import type { CoreContext } from './context.js';
-import { applyFoundTransaction } from './found.js';
+import { applyFoundTransaction, isDuplicate } from './found.js';
 import { txnMismatches } from './match.js';
-import { lockOperation } from './repo.js';
+import { lockOperation, transactionsOf } from './repo.js';
 import { linkTransaction, transition } from './transition.js';
 
 /** SPEC §3: the state a classified submit result moves the operation to. */
@@ -125,8 +125,11 @@ async function writeResult(
   // A transaction the response links is checked like a lookup's match: one that disagrees with
   // the operation is a human's to judge, never confirmed (issue 10).
   const problems = result.txn ? txnMismatches(claim.op, result.txn) : [];
-  const to = problems.length ? 'needs_review' : stateForSubmit(result);
   return ctx.db.transaction(async (tx) => {
+    // One that joins a live transaction already linked (by a webhook, before this attempt) is a duplicate.
+    const duplicate = result.txn ? isDuplicate(result.txn, await transactionsOf(tx, claim.op.id)) : false;
+    const reviewReason = duplicate ? 'duplicate' : problems.length ? 'mismatch' : null;
+    const to: State = reviewReason ? 'needs_review' : stateForSubmit(result);
     const detail: Record<string, unknown> = {
       attempt: claim.attempt,
       outcome: result.outcome,
@@ -146,9 +149,9 @@ async function writeResult(
       actor: ctx.actor,
       now,
       kind: 'attempt.finished',
-      rule: problems.length ? 'submit.mismatch' : `submit.${result.outcome}`,
+      rule: reviewReason ? `submit.${reviewReason}` : `submit.${result.outcome}`,
       detail,
-      review_reason: problems.length ? 'mismatch' : to === 'needs_review' ? 'idempotency_conflict' : null,
+      review_reason: reviewReason ?? (to === 'needs_review' ? 'idempotency_conflict' : null),
       leaseOwner: claim.owner,
     });
     await tx.query(

@@ -17,22 +17,7 @@ const db = pgBaseUrl ? 'postgres' : 'pglite';
  * Defects the campaign found that are not fixed yet (campaign report on issue 10), matched
  * narrowly so that anything else still fails the test. Delete an entry with its fix.
  */
-const OPEN_DEFECTS: { name: string; matches(v: Violation): boolean }[] = [
-  {
-    name: '`recon lookup ID` refuses an operation in needs_review (exit 4; SPEC §7: lookup works in any state)',
-    matches: (v) =>
-      v.invariant === 'process_exit' && text(v).includes('only outcome_unknown and pending operations are reconciled'),
-  },
-  {
-    name: 'a webhook for a second live refund of an approved or failed operation answers 500, on every redelivery',
-    matches: (v) =>
-      v.invariant === 'webhook_refused' && /is (approved|failed); it cannot become needs_review/.test(text(v)),
-  },
-  {
-    name: 'a duplicate linked by a webhook before the first submit stays linked when the submit then confirms (no review)',
-    matches: (v) => v.invariant === 'confirmed_link' && text(v).includes('webhook.received approved→approved'),
-  },
-];
+const OPEN_DEFECTS: { name: string; matches(v: Violation): boolean }[] = [];
 
 function text(v: Violation): string {
   return JSON.stringify(v.evidence);

@@ -114,4 +114,30 @@ describe.each(backends)('webhooks never leave needs_review, store on $name', (ba
     expect(w.sandbox.refunds({ payment_intent: pi })).toHaveLength(2);
     expect((await runPass(w.ctx, async () => w!.stripe)).needs_review_total).toBe(1);
   });
+  it('refunds carrying an approved operation before its first submit: the submit that adds one goes to review, a second webhook too, never an error', async () => {
+    w = await startStripeWorld(backend);
+    const [pi] = await w.recordRefunds([
+      { id: 'refund:pre_1', amount: 900 },
+      { id: 'refund:pre_2', amount: 900 },
+    ]);
+    const planted = (id: string) =>
+      w!.sandbox.seedRefund({ payment_intent: pi, amount: 900, currency: 'usd', metadata: { recon_operation_id: id } });
+    const deliver = async (refundId: string) => {
+      const { body, signature } = signedEvent(w!.sandbox, 'refund.created', refundId);
+      return ingestWebhook(w!.ctx, w!.stripe, body, signature);
+    };
+    // pre_1: one planted refund is evidence; the submit then makes a second side effect → review.
+    expect(await deliver(planted('refund:pre_1').id)).toMatchObject({ effect: 'noted', state: 'approved' });
+    const r = await submitOperation(w.ctx, w.stripe, 'refund:pre_1');
+    expect(r.operation).toMatchObject({ state: 'needs_review', review_reason: 'duplicate' });
+    // pre_2: two planted refunds before any submit → review (nothing is sent after that).
+    await deliver(planted('refund:pre_2').id);
+    expect(await deliver(planted('refund:pre_2').id)).toMatchObject({ effect: 'transitioned', state: 'needs_review' });
+    expect(await getOperation(w.db, 'refund:pre_2')).toMatchObject({
+      state: 'needs_review',
+      review_reason: 'duplicate',
+    });
+    await expect(submitOperation(w.ctx, w.stripe, 'refund:pre_2')).rejects.toThrow(/needs_review/);
+    expect(w.sandbox.refunds({ metadataOperationId: 'refund:pre_2' })).toHaveLength(2);
+  });
 });

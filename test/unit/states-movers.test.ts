@@ -28,6 +28,8 @@ describe('the movers of SPEC §3', () => {
 
   it('an approved operation whose payload was changed behind recon goes to review, for that reason only', () => {
     expect(canTransition('approved', 'needs_review', { review_reason: 'payload_tampered' })).toBe(true);
+    // …or whose provider already holds two live transactions carrying it: nothing more is sent.
+    expect(canTransition('approved', 'needs_review', { review_reason: 'duplicate' })).toBe(true);
     expect(canTransition('approved', 'needs_review', { review_reason: 'stale' })).toBe(false);
     expect(canTransition('approved', 'needs_review')).toBe(false);
   });
