@@ -32,6 +32,11 @@ const OPEN_DEFECTS: { name: string; matches(v: Violation): boolean }[] = [
     name: 'a duplicate linked by a webhook before the first submit stays linked when the submit then confirms (no review)',
     matches: (v) => v.invariant === 'confirmed_link' && text(v).includes('webhook.received approved→approved'),
   },
+  {
+    name: '`ops submit` whose own lease ran out before the answer (a loaded machine) applies the late answer, then exits 4 "result not written"',
+    matches: (v) =>
+      v.invariant === 'process_exit' && text(v).includes('"command":"submit"') && text(v).includes('LeaseLostError'),
+  },
 ];
 
 function text(v: Violation): string {
