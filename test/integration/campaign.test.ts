@@ -19,11 +19,6 @@ const db = pgBaseUrl ? 'postgres' : 'pglite';
  */
 const OPEN_DEFECTS: { name: string; matches(v: Violation): boolean }[] = [
   {
-    name: '`recon lookup ID` refuses an operation in needs_review (exit 4; SPEC §7: lookup works in any state)',
-    matches: (v) =>
-      v.invariant === 'process_exit' && text(v).includes('only outcome_unknown and pending operations are reconciled'),
-  },
-  {
     name: 'a webhook for a second live refund of an approved or failed operation answers 500, on every redelivery',
     matches: (v) =>
       v.invariant === 'webhook_refused' && /is (approved|failed); it cannot become needs_review/.test(text(v)),
