@@ -44,8 +44,9 @@ describe(`fault campaign, small seed, store on ${db}`, () => {
     async () => {
       const summary = await runCampaign({ seed: 7, ops: db === 'postgres' ? 20 : 6, db, pgBaseUrl, settleMs: 20_000 });
       const open = summary.violations.filter((v) => OPEN_DEFECTS.some((d) => d.matches(v)));
-      if (open.length)
-        console.warn(`campaign seed 7: ${open.length} violations of open defects:\n${open.map(line).join('\n')}`);
+      for (const v of open) {
+        console.warn(`campaign seed 7, open defect (${OPEN_DEFECTS.find((d) => d.matches(v))!.name}): ${line(v)}`);
+      }
       const report = summary.violations.filter((v) => !open.includes(v)).map(line);
       expect(report, `seed 7: ${JSON.stringify({ ...summary, violations: undefined })}`).toEqual([]);
       // The campaign did what it says: faults applied, workers killed, webhooks duplicated and forged.
