@@ -19,7 +19,7 @@ const db = pgBaseUrl ? 'postgres' : 'pglite';
  */
 const OPEN_DEFECTS: { name: string; matches(v: Violation): boolean }[] = [
   {
-    name: 'a webhook for a second live refund of an approved or failed operation answers 500, on every redelivery',
+    name: 'a webhook for another live refund carrying the id of an approved or failed operation answers 500, again on each redelivery while it stays so',
     matches: (v) =>
       v.invariant === 'webhook_refused' && /is (approved|failed); it cannot become needs_review/.test(text(v)),
   },
