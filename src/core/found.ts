@@ -75,8 +75,13 @@ export async function applyFoundTransaction(
  * A second live side effect: `txn` is not linked to the operation yet, it is not `failed`, and a
  * live transaction is linked already. The one duplicate test for webhooks, lookups and responses.
  */
-export function isDuplicate(txn: ProviderTxn, linkedBefore: { provider_id: string; state: string }[]): boolean {
-  const isNew = !linkedBefore.some((t) => t.provider_id === txn.provider_id);
+export function isDuplicate(
+  txn: ProviderTxn,
+  linkedBefore: { provider_id: string; state: string }[],
+  o: { alreadyLinkedCounts?: boolean } = {},
+): boolean {
+  // A submit's own response counts even when a webhook linked its transaction while it was in flight.
+  const isNew = o.alreadyLinkedCounts || !linkedBefore.some((t) => t.provider_id === txn.provider_id);
   const anotherLive = linkedBefore.some((t) => t.provider_id !== txn.provider_id && t.state !== 'failed');
   return isNew && anotherLive && txn.state !== 'failed';
 }

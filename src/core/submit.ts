@@ -4,7 +4,7 @@ import { LeaseLostError } from '../errors.js';
 import type { CoreContext } from './context.js';
 import { applyFoundTransaction, isDuplicate } from './found.js';
 import { txnMismatches } from './match.js';
-import { lockOperation, transactionsOf } from './repo.js';
+import { getOperation, lockOperation, transactionsOf } from './repo.js';
 import { linkTransaction, transition } from './transition.js';
 
 /** SPEC §3: the state a classified submit result moves the operation to. */
@@ -101,7 +101,7 @@ export async function finishAttempt(
     const txn = result.txn;
     if (err instanceof LeaseLostError && txn) {
       const now = ctx.now();
-      await ctx.db.transaction(async (tx) =>
+      const found = await ctx.db.transaction(async (tx) =>
         applyFoundTransaction(tx, await lockOperation(tx, claim.op.id), provider.name, txn, {
           source: 'late_response',
           via: result.replayed ? 'replay' : 'response',
@@ -110,6 +110,9 @@ export async function finishAttempt(
           detail: { attempt: claim.attempt, outcome: result.outcome, lease_owner: claim.owner },
         }),
       );
+      // Nobody took the operation over (our lease just ran out): the answer was applied as a found
+      // transaction, so the caller is told the outcome rather than "result not written".
+      if (found.effect === 'transitioned') return getOperation(ctx.db, claim.op.id);
     }
     throw err;
   }
@@ -127,7 +130,9 @@ async function writeResult(
   const problems = result.txn ? txnMismatches(claim.op, result.txn) : [];
   return ctx.db.transaction(async (tx) => {
     // One that joins a live transaction already linked (by a webhook, before this attempt) is a duplicate.
-    const duplicate = result.txn ? isDuplicate(result.txn, await transactionsOf(tx, claim.op.id)) : false;
+    const duplicate = result.txn
+      ? isDuplicate(result.txn, await transactionsOf(tx, claim.op.id), { alreadyLinkedCounts: true })
+      : false;
     const reviewReason = duplicate ? 'duplicate' : problems.length ? 'mismatch' : null;
     const to: State = reviewReason ? 'needs_review' : stateForSubmit(result);
     const detail: Record<string, unknown> = {
