@@ -164,4 +164,34 @@ describe.each(backends)('what submit sends, store on $name', (backend) => {
       to_state: 'needs_review',
     });
   });
+  it('an answer that comes after the own lease ran out, with nobody else holding the operation, is applied and reported, not "result not written"', async () => {
+    w = await startStripeWorld(backend);
+    await w.recordRefunds([{ id: 'refund:late_3', amount: 1500 }]);
+    const T0 = Date.now();
+    const at = (ms: number) => ({ ...w!.ctx, now: () => new Date(T0 + ms) });
+    const claim = await claimAttempt(at(0), 'refund:late_3', {
+      owner: 'A',
+      leaseMs: 1000,
+      from: 'approved',
+      rule: 'submit.first_attempt',
+    });
+    const op = await finishAttempt(at(2000), w.stripe, claim, {
+      outcome: 'confirmed',
+      txn: {
+        provider_id: 're_late_3',
+        status: 'succeeded',
+        state: 'confirmed',
+        amount: 1500,
+        currency: 'usd',
+        operation_id: 'refund:late_3',
+        client_reference: null,
+        created: new Date(T0),
+      },
+    });
+    expect(op).toMatchObject({ state: 'confirmed' });
+    expect((await eventsOf(w.db, 'refund:late_3')).map((e) => e.kind).slice(-2)).toEqual([
+      'lease.expired',
+      'late_response.applied',
+    ]);
+  });
 });
