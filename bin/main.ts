@@ -27,7 +27,12 @@ export function buildProgram(): Command {
     .addOption(new Option('-q, --quiet', 'no progress or notes on stderr').default(false))
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) })
+    .configureOutput({
+      writeErr: (s) => process.stderr.write(s),
+      writeOut: (s) => process.stdout.write(s),
+      // One error prefix everywhere: commander's own "error: unknown option" becomes "recon: …".
+      outputError: (s, write) => write(s.replace(/^error: /, 'recon: ')),
+    })
     .addHelpText(
       'after',
       `
@@ -43,7 +48,14 @@ Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
   // Every subcommand inherits the override so commander never calls process.exit itself.
   const inherit = (cmd: Command) => {
     for (const sub of cmd.commands) {
-      sub.exitOverride().showHelpAfterError('(run with --help for usage)');
+      sub
+        .exitOverride()
+        .showHelpAfterError('(run with --help for usage)')
+        .configureOutput({
+          writeErr: (s) => process.stderr.write(s),
+          writeOut: (s) => process.stdout.write(s),
+          outputError: (s, write) => write(s.replace(/^error: /, 'recon: ')),
+        });
       inherit(sub);
     }
   };
@@ -60,6 +72,9 @@ async function redactor(): Promise<(s: string) => string> {
   }
 }
 
+/** Commander's codes for help shown on purpose (`recon ops` with no subcommand shows help too). */
+const HELP_CODES = ['commander.helpDisplayed', 'commander.version', 'commander.help'];
+
 /** The one place that maps an error to an exit code and a message (SPEC §7). */
 export async function main(argv: string[]): Promise<void> {
   const program = buildProgram();
@@ -69,8 +84,15 @@ export async function main(argv: string[]): Promise<void> {
     process.exitCode = outcome.exitCode;
   } catch (err) {
     if (err instanceof CommanderError) {
-      // --help and --version end here with code 0; parse errors were already printed by commander.
+      // --help and --version end here with code 0; parse errors were already printed by commander
+      // on stderr. A script that asked for --json still gets the error document on stdout.
       process.exitCode = err.exitCode === 0 ? 0 : 2;
+      if (json && err.exitCode !== 0 && !HELP_CODES.includes(err.code)) {
+        const message = err.message.replace(/^error: /, '');
+        process.stdout.write(
+          JSON.stringify({ error: { message, exit_code: 2, type: 'UsageError', code: err.code } }) + '\n',
+        );
+      }
       return;
     }
     const redact = await redactor();

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { access, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
@@ -43,15 +44,23 @@ export function register(program: Command): void {
           await writeFile(file, JSON.stringify(CONFIG_TEMPLATE, null, 2) + '\n', { flag: 'wx' });
           wrote = true;
         }
-        const { resolveStoreUrl, openStore } = await import('../src/store/open.js');
+        const { openStore } = await import('../src/store/open.js');
+        const { chooseStore } = await import('../src/store/discover.js');
         const { migrate } = await import('../src/store/migrate.js');
-        // The store is the one every other command will use (SPEC §5): an existing config's `db` counts.
-        const explicit = deps.globals.db || deps.env.RECON_DB || deps.env.DATABASE_URL;
-        const configDb = explicit ? undefined : wrote ? CONFIG_TEMPLATE.db : (await deps.config()).db;
-        const db = await openStore(resolveStoreUrl({ flag: deps.globals.db, env: deps.env, configDb }), {
-          autoMigrate: false,
-          requireCurrent: false,
+        // The store is the one every other command will use (SPEC §5): an existing config's `db`
+        // counts, and a relative pglite path in it is relative to the config file.
+        const config = await deps.config();
+        const choice = chooseStore({
+          flag: deps.globals.db,
+          env: deps.env,
+          configDb: config.db,
+          configPath: config.path,
+          cwd: deps.cwd,
+          create: true,
         });
+        const isNew = choice.folder !== undefined && !existsSync(choice.folder);
+        const db = await openStore(choice.url, { autoMigrate: false, requireCurrent: false });
+        if (isNew) info(deps.io, `created a new recon store at ${choice.folder}`);
         try {
           const r = await migrate(db);
           if (deps.globals.json)

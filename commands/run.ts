@@ -32,7 +32,8 @@ export function register(program: Command): void {
     .addHelpText(
       'after',
       `
-Exit codes: 0 done, 5 a provider was unavailable, 8 operations need a human (needs_review exists).
+Exit codes: 0 done, 5 a provider was unavailable (wins over 8), 8 operations need a human
+(needs_review exists).
 Safe to run from several hosts at once against PostgreSQL.
 
 Examples:
@@ -65,8 +66,10 @@ export async function runCommand(o: RunCommandOptions, deps: Deps): Promise<numb
   if (o.metricsFile && !o.dryRun) await writeAtomically(o.metricsFile, runMetrics(summary, deps.now()));
   if (deps.globals.json) printJson(deps.io, summary);
   else await render(deps, summary);
-  if (summary.needs_review_total > 0) return 8;
+  // 5 wins over 8 (SPEC §7): a review is open nearly always, and cron must still hear of an outage.
+  // The metrics file carries both.
   if (summary.unavailable > 0) return 5;
+  if (summary.needs_review_total > 0) return 8;
   return summary.errors.length ? 1 : 0;
 }
 

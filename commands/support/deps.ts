@@ -18,6 +18,9 @@ export interface GlobalOptions {
   quiet: boolean;
 }
 
+/** The commands that may create a new embedded store (SPEC §5); every other one finds it or fails (exit 6). */
+export const STORE_CREATORS = ['init', 'ops record', 'mcp', 'demo'];
+
 /**
  * Everything a command needs, built lazily (cli/cli's factory): `recon --version` loads no
  * store, no SDK, no config. Tests swap any part.
@@ -55,6 +58,8 @@ export function createDeps(
   globals: GlobalOptions,
   env: NodeJS.ProcessEnv = process.env,
   cwd = process.cwd(),
+  /** The command path (`ops list`): decides whether a missing embedded store may be created. */
+  command = '',
 ): Deps {
   let config: Promise<LoadedConfig> | undefined;
   let store: Promise<Db> | undefined;
@@ -72,13 +77,31 @@ export function createDeps(
     },
     store(opts) {
       store ??= (async () => {
-        const { resolveStoreUrl, openStore } = await import('../../src/store/open.js');
+        const { openStore } = await import('../../src/store/open.js');
+        const { chooseStore } = await import('../../src/store/discover.js');
+        const { existsSync } = await import('node:fs');
         // The config file is only read for `db` when no flag or variable decides the store.
-        const explicit = globals.db ?? env.RECON_DB ?? env.DATABASE_URL;
-        const url = explicit
-          ? resolveStoreUrl({ flag: globals.db, env })
-          : resolveStoreUrl({ env, configDb: (await deps.config()).db });
-        return openStore(url, opts);
+        const explicit = globals.db || env.RECON_DB || env.DATABASE_URL;
+        const config = explicit ? undefined : await deps.config();
+        const create = STORE_CREATORS.includes(command);
+        const choice = chooseStore({
+          flag: globals.db,
+          env,
+          configDb: config?.db,
+          configPath: config?.path,
+          cwd,
+          create,
+        });
+        const isNew = choice.folder !== undefined && !existsSync(choice.folder);
+        if (isNew && !create) {
+          const { StoreLockedError } = await import('../../src/errors.js');
+          throw new StoreLockedError(
+            `no recon store at ${choice.folder} (from ${choice.source === 'config' ? config?.path : choice.source === 'flag' ? '--db' : 'RECON_DB/DATABASE_URL'}); run \`recon init\` or fix the store URL`,
+          );
+        }
+        const db = await openStore(choice.url, opts);
+        if (isNew && !io.quiet) io.err.write(`created a new recon store at ${choice.folder}\n`);
+        return db;
       })();
       return store;
     },
