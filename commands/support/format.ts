@@ -67,3 +67,11 @@ export function csvRow(values: (string | number | null | undefined)[]): string {
     })
     .join(',');
 }
+
+/**
+ * A wait says when a retry may be allowed. The uncertainty window counts from the first `not_found`
+ * of the current streak (SPEC §4), not from the attempt: a lookup long after the attempt still waits.
+ */
+export function waitingLine(retryAt: string, now: Date): string {
+  return `a retry may be allowed from ${formatTime(retryAt)} (in ${formatAge(Date.parse(retryAt) - now.getTime())}) if the provider still shows nothing`;
+}
