@@ -6,6 +6,7 @@ import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
 import { renderTable } from './support/style.js';
+import { formatAmount } from './support/format.js';
 
 export interface DuplicatesOptions {
   provider?: string;
@@ -149,7 +150,7 @@ async function render(deps: Deps, duplicates: Duplicate[], scans: DuplicateScan[
         d.kind,
         d.key,
         d.transactions.map((t) => t.provider_id).join('\n'),
-        `${d.amount_total} ${d.currency ?? ''}`.trim(),
+        formatAmount(d.amount_total, d.currency),
         d.recon_knows ? 'yes' : 'no',
       ]),
     ),

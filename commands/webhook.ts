@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { Command } from 'commander';
 import { ingestWebhook, type IngestResult } from '../src/core/webhooks.js';
-import { NotFoundError, ReconError, UsageError } from '../src/errors.js';
+import { ReconError, UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, readAll } from './support/io.js';
@@ -31,7 +31,9 @@ export function register(program: Command): void {
           !file || file === '-'
             ? await readAll(deps.io.stdin)
             : await readFile(file, 'utf8').catch((e) => {
-                throw e.code === 'ENOENT' ? new NotFoundError(`${file}: no such file`) : e;
+                throw e.code === 'ENOENT'
+                  ? new UsageError(`${file}: no such file; give an existing FILE, or - for stdin`)
+                  : e;
               });
         const core = await deps.core();
         const provider = await deps.provider(opts.provider);

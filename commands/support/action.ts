@@ -66,3 +66,14 @@ export function parsePositiveInt(flag: string) {
     return n;
   };
 }
+
+/** A TCP port, 0 (a free one, chosen by the system) to 65535. */
+export function parsePort(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n > 65535) {
+      throw new InvalidArgumentError(`${flag}: "${value}" is not a port; use 1-65535, or 0 for a free one`);
+    }
+    return n;
+  };
+}

@@ -123,7 +123,16 @@ export function createDeps(
       if (globals.yes) return true;
       if (!io.canPrompt) throw new UsageError('--yes is required when not running interactively');
       const { confirm } = await import('@inquirer/prompts');
-      return confirm({ message, default: false }, { output: io.err as NodeJS.WritableStream });
+      try {
+        return await confirm({ message, default: false }, { output: io.err as NodeJS.WritableStream });
+      } catch (err) {
+        // Ctrl-C at the prompt: inquirer's "User force closed the prompt" is an interruption, exit 130.
+        if ((err as Error).name === 'ExitPromptError' || (err as Error).name === 'AbortPromptError') {
+          const { CancelledError } = await import('../../src/errors.js');
+          throw new CancelledError('cancelled', { cause: err });
+        }
+        throw err;
+      }
     },
     async close() {
       for (const p of providers.values()) {

@@ -4,9 +4,12 @@
  * and shows the look-alike with its full id; ops show and review list carry the evidence and the
  * exact next command; escalate reassigns a waiting review; a wait says when a retry is allowed.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import { configDir, recon, refund, removeTempDirs, STRIPE_ENV } from './oncall-support.js';
+
+// Child processes on a shared, loaded machine: generous timeouts.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 240_000 });
 
 let sandbox: StripeSandbox;
 let dir: string;
@@ -21,7 +24,7 @@ beforeAll(async () => {
   pi = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' }).payment_intent;
   // Someone refunded 19.99 by hand in the dashboard: same charge, same amount, no recon metadata.
   dashboardRefund = sandbox.seedRefund({ payment_intent: pi, amount: 1999, currency: 'usd' }).id;
-});
+}, 240_000);
 afterAll(async () => {
   await sandbox?.close();
   removeTempDirs();

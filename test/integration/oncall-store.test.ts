@@ -5,8 +5,11 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { configDir, recon, refund, removeTempDirs, STRIPE_ENV, tempDir } from './oncall-support.js';
+
+// Child processes on a shared, loaded machine: generous timeouts.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 240_000 });
 
 afterAll(removeTempDirs);
 

@@ -39,11 +39,18 @@ export interface TtyResult {
 
 /**
  * Runs recon under a pseudo-terminal of `cols` columns: stdin, stdout and stderr are a TTY.
- * `keys` are typed after `delayMs` (e.g. "\u0003" for Ctrl-C).
+ * `keys` are typed once the screen matches `waitFor` (e.g. "\u0003", Ctrl-C, at a prompt).
  */
 export function reconTty(
   args: string[],
-  opts: { cwd?: string; env?: Record<string, string | undefined>; cols?: number; keys?: string; delayMs?: number } = {},
+  opts: {
+    cwd?: string;
+    env?: Record<string, string | undefined>;
+    cols?: number;
+    keys?: string;
+    /** Type `keys` once the screen shows this (e.g. a prompt's "(y/N)"). */
+    waitFor?: RegExp;
+  } = {},
 ): Promise<TtyResult> {
   const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
   const cmd = `stty cols ${opts.cols ?? 100} rows 50; ${quote(process.execPath)} ${quote(RECON_BIN)} ${args.map(quote).join(' ')}`;
@@ -57,13 +64,21 @@ export function reconTty(
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let out = '';
+    // Decoded as a stream: a box-drawing character split across two chunks stays one character.
+    child.stdout.setEncoding('utf8');
+    child.stderr.setEncoding('utf8');
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));
     const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
     child.on('error', reject);
-    if (opts.keys !== undefined) {
-      setTimeout(() => child.stdin.write(opts.keys!), opts.delayMs ?? 1500);
-    }
+    let typed = false;
+    const type = () => {
+      if (typed || opts.keys === undefined || !opts.waitFor?.test(plain(out))) return;
+      typed = true;
+      child.stdin.write(opts.keys);
+    };
+    child.stdout.on('data', type);
+    child.stderr.on('data', type);
     child.on('close', (code) => {
       clearTimeout(timer);
       resolve({ code, screen: out.replace(/\r/g, '') });
