@@ -3,7 +3,9 @@ import * as attach from './attach.js';
 import * as auditDuplicates from './audit-duplicates.js';
 import * as auditVerify from './audit-verify.js';
 import * as db from './db.js';
+import * as completion from './completion.js';
 import * as demo from './demo.js';
+import * as doctor from './doctor.js';
 import * as escalate from './escalate.js';
 import * as init from './init.js';
 import * as lookup from './lookup.js';
@@ -45,6 +47,8 @@ export function registerAll(program: Command): void {
   stats.register(program);
   sandbox.register(program);
   demo.register(program);
+  doctor.register(program);
+  completion.register(program);
   const audit = program
     .command('audit')
     .description('the audit trail and provider-side duplicate audits')

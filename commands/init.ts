@@ -17,6 +17,7 @@ export const CONFIG_TEMPLATE = {
       type: 'stripe',
       apiKey: '${STRIPE_API_KEY}',
       apiBase: 'https://api.stripe.com',
+      webhookSecret: '${STRIPE_WEBHOOK_SECRET}',
       keyRetention: '24h',
       uncertaintyWindow: '10m',
       maxAttempts: 3,
@@ -75,6 +76,21 @@ export function register(program: Command): void {
           info(
             deps.io,
             `store ${db.displayUrl}: schema version ${r.version}${r.applied.length ? ` (applied ${r.applied.join(', ')})` : ''}`,
+          );
+          info(
+            deps.io,
+            [
+              '',
+              'Next steps:',
+              '  export STRIPE_API_KEY=sk_test_…            # or try it locally: recon sandbox stripe --port 12111',
+              '  export STRIPE_WEBHOOK_SECRET=whsec_…       # verifies webhooks (recon webhook serve refuses without it)',
+              '  recon doctor                               # checks the store, the config, the key and the clock',
+              '  recon ops record refund.json && recon ops submit refund:ord_1042',
+              '  recon ops list --unresolved                # then: recon run, recon review list',
+              '',
+              'recon finds this store and config from any folder below this one (like git); from anywhere',
+              'else, set RECON_DB (and RECON_CONFIG), as cron jobs should.',
+            ].join('\n'),
           );
         } finally {
           await db.close();

@@ -99,7 +99,16 @@ export function createDeps(
             `no recon store at ${choice.folder} (from ${choice.source === 'config' ? config?.path : choice.source === 'flag' ? '--db' : 'RECON_DB/DATABASE_URL'}); run \`recon init\` or fix the store URL`,
           );
         }
-        const db = await openStore(choice.url, opts);
+        const db = await openStore(choice.url, opts).catch(async (err) => {
+          const { StoreLockedError } = await import('../../src/errors.js');
+          if (err instanceof StoreLockedError && choice.folder && /locked by/.test(err.message))
+            throw new StoreLockedError(
+              `${err.message}. If that is a long-running server (recon webhook serve, recon mcp), the embedded ` +
+                'store allows one process at a time: use PostgreSQL (RECON_DB=postgres://…) for a server beside other commands',
+              { cause: err },
+            );
+          throw err;
+        });
         if (isNew && !io.quiet) io.err.write(`created a new recon store at ${choice.folder}\n`);
         return db;
       })();
