@@ -5,6 +5,7 @@ import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
 import { action } from './support/action.js';
 import { printJson, println } from './support/io.js';
+import { printable } from './support/terminal.js';
 
 export function register(program: Command): void {
   program
@@ -30,7 +31,7 @@ export function register(program: Command): void {
         else
           println(
             deps.io,
-            `${op.id}: needs_review (${op.review_reason})${op.assignee ? `, assigned to ${op.assignee}` : ''}${reassigned ? ' (was already in review: reason added, state unchanged)' : ''}`,
+            `${op.id}: needs_review (${printable(op.review_reason)})${op.assignee ? `, assigned to ${printable(op.assignee)}` : ''}${reassigned ? ' (was already in review: reason added, state unchanged)' : ''}`,
           );
       }),
     );

@@ -12,6 +12,7 @@ import { info, printJson, println } from './support/io.js';
 import { formatAmount, formatTime, waitingLine } from './support/format.js';
 import { nextCommands } from './support/next.js';
 import { renderTable, styleFor } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 export interface LookupOptions {
   key?: string;
@@ -109,7 +110,7 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
     r.before !== r.operation.state ? `${r.before} → ${s.state(r.operation.state)}` : s.state(r.operation.state);
   println(
     deps.io,
-    `${s.bold(op.id)}  ${moved}${r.operation.review_reason ? `  (review: ${r.operation.review_reason})` : ''}`,
+    `${s.bold(op.id)}  ${moved}${r.operation.review_reason ? `  (review: ${printable(r.operation.review_reason)})` : ''}`,
   );
   await renderLookup(
     deps,
@@ -120,8 +121,8 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
     println(deps.io, `rule: ${r.decision.decision} (${r.decision.rule}): ${r.decision.explanation}`);
     if (r.decision.retry_at) println(deps.io, waitingLine(r.decision.retry_at, deps.now()));
   }
-  if (r.note) println(deps.io, r.note);
-  if (next.length) println(deps.io, `next: ${next.join('\n      ')}`);
+  if (r.note) println(deps.io, printable(r.note));
+  if (next.length) println(deps.io, `next: ${next.map(printable).join('\n      ')}`);
   return r.lookup.result === 'unavailable' ? 5 : 0;
 }
 
@@ -129,20 +130,20 @@ async function renderLookup(deps: Deps, l: LookupResult, linked: string[]): Prom
   const rows = (list: ProviderTxn[], kind: (t: ProviderTxn) => string) =>
     list.map((t) => [
       kind(t),
-      t.provider_id,
-      t.status,
+      printable(t.provider_id),
+      printable(t.status),
       formatAmount(t.amount, t.currency),
       formatTime(t.created),
-      t.operation_id ?? '(no recon metadata)',
-      t.client_reference ?? '',
+      t.operation_id === null ? '(no recon metadata)' : printable(t.operation_id),
+      printable(t.client_reference),
     ]);
   const all = [
     ...rows(l.matches, (t) => (linked.includes(t.provider_id) ? 'match, linked' : 'match')),
     ...rows(l.candidates, () => 'ambiguous'),
   ];
-  const found = `provider: ${l.result}${l.error ? ` (${l.error})` : ''}${l.matches.length || l.candidates.length ? `, ${l.matches.length} match(es), ${l.candidates.length} ambiguous candidate(s)` : ''}`;
+  const found = `provider: ${l.result}${l.error ? ` (${printable(l.error)})` : ''}${l.matches.length || l.candidates.length ? `, ${l.matches.length} match(es), ${l.candidates.length} ambiguous candidate(s)` : ''}`;
   println(deps.io, found);
-  if (l.note) info(deps.io, `(${l.note})`);
+  if (l.note) info(deps.io, `(${printable(l.note)})`);
   // The client reference column only when some transaction carries one.
   const head = ['', 'provider id', 'status', 'amount', 'created', 'operation', 'client ref'];
   const keep = head.map((_, i) => i < 6 || all.some((r) => r[i]));

@@ -11,6 +11,7 @@ import type { Deps } from './support/deps.js';
 import { info, printJson, println, type IO } from './support/io.js';
 import { csvRow, formatAge, formatAmount } from './support/format.js';
 import { renderTable, styleFor } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 export interface ListOptions {
   state?: string;
@@ -123,15 +124,15 @@ function csvValue(op: OperationJson, c: (typeof CSV_COLUMNS)[number]): string | 
 export async function renderOperations(io: IO, json: OperationJson[], now: Date): Promise<string> {
   const s = await styleFor(io);
   const rows = json.map((op) => [
-    op.id,
-    op.provider,
-    op.action,
+    printable(op.id),
+    printable(op.provider),
+    printable(op.action),
     s.state(op.state),
     formatAmount(op.amount, op.currency),
     op.attempt_count,
     formatAge(now.getTime() - Date.parse(op.created_at)),
-    op.provider_txn_ids.join(' '),
-    op.review_reason ?? '',
+    printable(op.provider_txn_ids.join(' ')),
+    printable(op.review_reason),
   ]);
   return renderTable(
     io,

@@ -8,6 +8,7 @@ import { printJson, println } from './support/io.js';
 import { formatAmount, formatTime } from './support/format.js';
 import { nextCommands } from './support/next.js';
 import { renderTable, styleFor } from './support/style.js';
+import { printable as p } from './support/terminal.js';
 
 export function register(ops: Command): void {
   ops
@@ -32,10 +33,10 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
   const s = await styleFor(deps.io);
   const op = d.operation;
   const lines = [
-    `${s.bold(op.id)}  ${s.state(op.state)}${op.review_reason ? `  (review: ${op.review_reason})` : ''}`,
-    `  provider   ${op.provider} ${op.action}    key ${op.idempotency_key}${op.client_reference ? `    client ref ${op.client_reference}` : ''}`,
+    `${s.bold(p(op.id))}  ${s.state(op.state)}${op.review_reason ? `  (review: ${p(op.review_reason)})` : ''}`,
+    `  provider   ${p(op.provider)} ${p(op.action)}    key ${p(op.idempotency_key)}${op.client_reference ? `    client ref ${p(op.client_reference)}` : ''}`,
     `  amount     ${formatAmount(op.amount, op.currency) || '-'}    attempts ${op.attempt_count}    payload sha256 ${op.payload_hash}`,
-    `  created    ${op.created_at}${op.resolved_at ? `    resolved ${op.resolved_at}` : ''}${op.assignee ? `    assignee ${op.assignee}` : ''}`,
+    `  created    ${formatTime(op.created_at)}${op.resolved_at ? `    resolved ${formatTime(op.resolved_at)}` : ''}${op.assignee ? `    assignee ${p(op.assignee)}` : ''}`,
   ];
   println(deps.io, lines.join('\n'));
   if (d.provider_transactions.length) {
@@ -46,12 +47,12 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
         deps.io,
         ['provider id', 'status', 'amount', 'created', 'linked via', 'by', 'linked at'],
         d.provider_transactions.map((t) => [
-          t.provider_id,
-          t.status,
+          p(t.provider_id),
+          p(t.status),
           formatAmount(t.amount, t.currency),
           formatTime(t.created),
-          t.linked_via,
-          t.linked_by,
+          p(t.linked_via),
+          p(t.linked_by),
           formatTime(t.linked_at),
         ]),
       ),
@@ -66,34 +67,36 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
         ['#', 'key', 'started', 'ended', 'outcome', 'error', 'request id'],
         d.attempts.map((a) => [
           a.number,
-          a.idempotency_key,
+          p(a.idempotency_key),
           formatTime(a.started_at),
           a.ended_at ? formatTime(a.ended_at) : '(in flight)',
           a.outcome ?? '',
-          a.error_class ?? '',
-          a.provider_request_id ?? '',
+          p(a.error_class),
+          p(a.provider_request_id),
         ]),
       ),
     );
   }
   if (d.observations.length) {
     println(deps.io, '\n' + s.bold('Observations') + s.dim('  (provider lookups: the evidence the rule reads)'));
-    const newest = [...d.observations].sort((a, b) => a.observed_at.getTime() - b.observed_at.getTime());
+    const chronological = [...d.observations].sort((a, b) => a.observed_at.getTime() - b.observed_at.getTime());
     println(
       deps.io,
       await renderTable(
         deps.io,
         ['observed at', 'result', 'matches', 'ambiguous candidates', 'error'],
-        newest.map((o) => {
+        chronological.map((o) => {
           const detail = o.detail as { matches?: { provider_id: string }[]; error?: string };
           return [
             formatTime(o.observed_at),
             o.result,
-            (detail.matches ?? []).map((m) => m.provider_id).join(' '),
-            candidatesOf(o)
-              .map((c) => `${c.provider_id} (${formatAmount(c.amount, c.currency)}, ${c.status ?? '?'})`)
-              .join(' '),
-            detail.error ?? '',
+            p((detail.matches ?? []).map((m) => m.provider_id).join(' ')),
+            p(
+              candidatesOf(o)
+                .map((c) => `${c.provider_id} (${formatAmount(c.amount, c.currency)}, ${c.status ?? '?'})`)
+                .join(' '),
+            ),
+            p(detail.error ?? ''),
           ];
         }),
       ),
@@ -123,7 +126,7 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
     const detail = summarize(e.detail);
     println(
       deps.io,
-      `  ${s.dim(formatTime(e.at))}  ${String(e.seq).padStart(3)}  ${e.kind.padEnd(20)} ${move}${e.rule ? s.dim(`  [${e.rule}]`) : ''}  ${s.dim(e.actor)}${detail ? `\n${' '.repeat(32)}${s.dim(detail)}` : ''}`,
+      `  ${s.dim(formatTime(e.at))}  ${String(e.seq).padStart(3)}  ${p(e.kind).padEnd(20)} ${move}${e.rule ? s.dim(`  [${p(e.rule)}]`) : ''}  ${s.dim(p(e.actor))}${detail ? `\n${' '.repeat(32)}${s.dim(detail)}` : ''}`,
     );
   }
   if (next.length) println(deps.io, `\n${s.bold('Next')}\n${next.map((n) => `  ${s.cyan(n)}`).join('\n')}`);
@@ -135,7 +138,7 @@ function summarize(detail: Record<string, unknown>): string {
     if (v === null || v === undefined || k === 'payload_hash') continue;
     // Whole values: a cut provider id (`re_H61l…`) is one a person cannot paste.
     const text = typeof v === 'string' ? v : JSON.stringify(v);
-    parts.push(`${k}=${text}`);
+    parts.push(p(`${k}=${text}`));
   }
   return parts.join('  ');
 }

@@ -1,16 +1,17 @@
 import type { Command } from 'commander';
 import { evidenceOf } from '../src/core/evidence.js';
-import { resolveReview, type ReviewOutcome } from '../src/core/human.js';
+import { checkResolve, resolveReview, type ReviewOutcome } from '../src/core/human.js';
 import { countOperations, getOperation, listOperations } from '../src/core/repo.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
-import { NotFoundError, UsageError } from '../src/errors.js';
+import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { formatAge, formatAmount, formatTime } from './support/format.js';
 import { info, printJson, println } from './support/io.js';
 import { nextCommands } from './support/next.js';
 import { styleFor } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 const OUTCOMES: ReviewOutcome[] = ['confirmed', 'failed', 'cancelled'];
 
@@ -36,35 +37,40 @@ export function register(program: Command): void {
     .description('record a human decision on a needs_review operation')
     .argument('<id>', 'operation id')
     .requiredOption('--outcome <outcome>', `one of ${OUTCOMES.join(', ')}`)
-    .option('--txn <txn>', 'the provider transaction that is the real one (fetched and linked)')
+    .option('--txn <txn>', 'the provider transaction that is the real one (fetched, checked and linked)')
     .requiredOption('--note <text>', 'what was decided and why (goes into the audit trail)')
+    .option(
+      '--force',
+      'resolve even though the provider disagrees (amount, currency, a transaction it holds); needs --reason',
+    )
+    .option('--reason <text>', 'why, for the audit trail (required with --force)')
     .addHelpText(
       'after',
       '\nExample:\n  $ recon review resolve refund:ord_1042 --outcome confirmed --txn re_123 --note "second refund reversed in dashboard, see FIN-22"',
     )
     .action(
-      action<{ outcome: string; txn?: string; note: string }>(async ([rawId], opts, deps) => {
-        if (!OUTCOMES.includes(opts.outcome as ReviewOutcome))
-          throw new UsageError(`--outcome: "${opts.outcome}" is not one of ${OUTCOMES.join(', ')}`);
-        const core = await deps.core();
-        const id = validateId(rawId);
-        let txn;
-        let provider;
-        if (opts.txn) {
-          const op = await getOperation(core.db, id);
-          provider = await deps.provider(op.provider);
-          txn = await provider.get(opts.txn);
-          if (!txn) throw new NotFoundError(`transaction ${opts.txn} not found at provider ${op.provider}`);
-        }
-        const op = await resolveReview(core, id, {
-          outcome: opts.outcome as ReviewOutcome,
-          note: opts.note,
-          txn: txn ?? undefined,
-          provider,
-        });
-        if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [op]))[0]);
-        else info(deps.io, `${op.id}: ${op.state} (by ${core.actor})`);
-      }),
+      action<{ outcome: string; txn?: string; note: string; force?: boolean; reason?: string }>(
+        async ([rawId], opts, deps) => {
+          if (!OUTCOMES.includes(opts.outcome as ReviewOutcome))
+            throw new UsageError(`--outcome: "${opts.outcome}" is not one of ${OUTCOMES.join(', ')}`);
+          if (opts.force && !opts.reason)
+            throw new UsageError('--reason: required with --force (it goes into the audit trail)');
+          const core = await deps.core();
+          const id = validateId(rawId);
+          const provider = await deps.provider((await getOperation(core.db, id)).provider);
+          const check = await checkResolve(core, provider, id, {
+            outcome: opts.outcome as ReviewOutcome,
+            txnId: opts.txn,
+          });
+          const op = await resolveReview(core, provider, check, {
+            note: opts.note,
+            force: opts.force,
+            reason: opts.reason,
+          });
+          if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [op]))[0]);
+          else info(deps.io, `${op.id}: ${op.state} (by ${core.actor})`);
+        },
+      ),
     );
 }
 
@@ -125,7 +131,7 @@ async function reviewList(opts: { provider?: string; limit: number }, deps: Deps
   const blocks: string[] = [];
   for (const { op, evidence, next } of items) {
     const lines = [
-      `${s.bold(op.id)}  ${s.state(op.state)} (${op.review_reason ?? 'no reason'})  ${formatAmount(op.amount, op.currency)}  ${op.provider} ${op.action}  waiting ${formatAge(now - Date.parse(op.updated_at))}${op.assignee ? `  assignee ${op.assignee}` : ''}`,
+      `${s.bold(printable(op.id))}  ${s.state(op.state)} (${printable(op.review_reason ?? 'no reason')})  ${formatAmount(op.amount, op.currency)}  ${printable(op.provider)} ${printable(op.action)}  waiting ${formatAge(now - Date.parse(op.updated_at))}${op.assignee ? `  assignee ${printable(op.assignee)}` : ''}`,
     ];
     const field = (name: string, values: string[]) => {
       values.forEach((v, i) => lines.push(`  ${(i === 0 ? name : '').padEnd(12)} ${v}`));
@@ -135,7 +141,7 @@ async function reviewList(opts: { provider?: string; limit: number }, deps: Deps
       evidence.linked.length
         ? evidence.linked.map(
             (t) =>
-              `${t.provider_id}  ${t.status}  ${formatAmount(t.amount, t.currency)}  created ${formatTime(t.created) || '?'}  (via ${t.linked_via})`,
+              `${printable(t.provider_id)}  ${printable(t.status)}  ${formatAmount(t.amount, t.currency)}  created ${formatTime(t.created) || '?'}  (via ${t.linked_via})`,
           )
         : ['none'],
     );
@@ -144,7 +150,7 @@ async function reviewList(opts: { provider?: string; limit: number }, deps: Deps
         'candidates',
         evidence.candidates.map(
           (c) =>
-            `${c.provider_id}  ${c.status ?? ''}  ${formatAmount(c.amount, c.currency)}  created ${formatTime(c.created) || '?'}  (no recon metadata)`,
+            `${printable(c.provider_id)}  ${printable(c.status)}  ${formatAmount(c.amount, c.currency)}  created ${formatTime(c.created) || '?'}  (no recon metadata)`,
         ),
       );
     field(
@@ -158,7 +164,7 @@ async function reviewList(opts: { provider?: string; limit: number }, deps: Deps
       evidence.attempts.length
         ? evidence.attempts.map(
             (a) =>
-              `#${a.number} ${formatTime(a.started_at)}  ${a.outcome ?? 'in flight'}${a.error_class ? ` (${a.error_class})` : ''}`,
+              `#${a.number} ${formatTime(a.started_at)}  ${a.outcome ?? 'in flight'}${a.error_class ? ` (${printable(a.error_class)})` : ''}`,
           )
         : ['none'],
     );

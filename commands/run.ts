@@ -1,13 +1,15 @@
 import { rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { runMetrics } from '../src/core/metrics.js';
+import { failedRunMetrics, runMetrics } from '../src/core/metrics.js';
 import { runPass, type RunSummary } from '../src/core/run.js';
+import { exitCodeOf } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
 import { formatAge, formatTime, waitingLine } from './support/format.js';
 import { renderTable, styleFor } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 export interface RunCommandOptions {
   provider?: string;
@@ -47,6 +49,22 @@ Examples:
 }
 
 export async function runCommand(o: RunCommandOptions, deps: Deps): Promise<number> {
+  try {
+    return await runAndReport(o, deps);
+  } catch (err) {
+    // The metrics file says this pass failed (a lost store: exit 6) rather than keep the last
+    // good pass's figures; the error itself goes on to bin/main.ts (message, --json document).
+    if (o.metricsFile && !o.dryRun) {
+      const exitCode = exitCodeOf(err);
+      await writeAtomically(o.metricsFile, failedRunMetrics({ exitCode, storeUp: exitCode !== 6 }, deps.now())).catch(
+        () => undefined,
+      );
+    }
+    throw err;
+  }
+}
+
+async function runAndReport(o: RunCommandOptions, deps: Deps): Promise<number> {
   const core = await deps.core();
   const progress = deps.io.isStderrTTY && !deps.io.quiet && !deps.globals.json;
   let lastDraw = 0;
@@ -101,7 +119,7 @@ async function render(deps: Deps, s: RunSummary, verbose: boolean): Promise<void
       await renderTable(
         deps.io,
         ['operation', 'decision', 'rule', 'state', 'why'],
-        shown.map((d) => [d.id, d.decision, d.rule, st.state(d.state), why(d)]),
+        shown.map((d) => [printable(d.id), d.decision, d.rule, st.state(d.state), printable(why(d))]),
       ),
     );
   }
@@ -121,7 +139,7 @@ async function render(deps: Deps, s: RunSummary, verbose: boolean): Promise<void
         `decisions: ${parts.join(' · ')}${s.decisions.length > shown.length ? st.dim('  (--verbose for every row)') : ''}`,
       );
   }
-  for (const e of s.errors) info(deps.io, `recon: ${e.id}: ${e.error}`);
+  for (const e of s.errors) info(deps.io, `recon: ${printable(e.id)}: ${printable(e.error)}`);
   const line = `${s.dry_run ? 'dry run: ' : ''}claimed ${s.claimed}: confirmed ${s.confirmed}, failed ${s.failed}, pending ${s.pending}, retried ${s.retried}, escalated ${s.escalated}, waiting ${s.waiting}, unavailable ${s.unavailable} (${s.duration_ms < 1000 ? `${s.duration_ms}ms` : formatAge(s.duration_ms)})`;
   info(deps.io, line);
   if (s.unavailable) info(deps.io, st.red(`${s.unavailable} lookup(s) found the provider unavailable: exit 5`));

@@ -19,16 +19,16 @@ export function nextCommands(o: NextInput): string[] {
   switch (o.state) {
     case 'needs_review': {
       if (o.linked.length > 1) {
-        const [keep, ...others] = o.linked;
+        const [keep, ...others] = o.linked.map(shellQuote);
         return [
           `recon review resolve ${id} --outcome confirmed --txn ${keep} --note "kept ${keep}; ${others.join(', ')} reversed at the provider (ticket …)"`,
         ];
       }
       if (o.linked.length === 1)
-        return [`recon review resolve ${id} --outcome confirmed --txn ${o.linked[0]} --note "…"`];
+        return [`recon review resolve ${id} --outcome confirmed --txn ${shellQuote(o.linked[0]!)} --note "…"`];
       if (o.candidates.length)
         return [
-          ...o.candidates.map((c) => `recon attach ${id} ${c}`),
+          ...o.candidates.map((c) => `recon attach ${id} ${shellQuote(c)}`),
           `recon review resolve ${id} --outcome failed --note "no refund at the provider is this one: …"`,
         ];
       return [
