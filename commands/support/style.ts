@@ -67,6 +67,10 @@ export async function renderTable(io: IO, head: string[], rows: (string | number
     head.map((_, i) => Math.max(...columnText(i).map(longestLine))),
     head.map((_, i) => Math.max(...columnText(i).map(longestWord))),
     io.columns ?? 80,
+    {
+      valueWords: head.map((_, i) => Math.max(0, ...cells.map((r) => longestWord(r[i] ?? '')))),
+      prose: head.map((_, i) => cells.some((r) => /\S \S/.test(stripAnsi(r[i] ?? '')))),
+    },
   );
   const border = (l: string, m: string, r: string) => style.dim(l + widths.map((w) => '─'.repeat(w + 2)).join(m) + r);
   const bar = style.dim('│');
@@ -94,15 +98,27 @@ export async function renderTable(io: IO, head: string[], rows: (string | number
 }
 
 /**
- * Column widths that fit `columns`: first the widest columns give up the space they need only
- * for spaces between words (cells wrap at spaces, ids stay whole); only when that is not enough
- * are words (long ids) broken, still widest first.
+ * Column widths that fit `columns`, giving up space in the order that costs a reader least: the
+ * widest columns first lose what they need only for spaces between words (cells wrap at spaces,
+ * ids stay whole); then headers may wrap inside a word (`attempts` over a column of `1`); then
+ * prose columns (cells with spaces) break words; only then are ids broken, still widest first.
  */
-export function fitWidths(natural: number[], longestWords: number[], columns: number): number[] {
+export function fitWidths(
+  natural: number[],
+  longestWords: number[],
+  columns: number,
+  o: { valueWords?: number[]; prose?: boolean[] } = {},
+): number[] {
   const widths = [...natural];
   const budget = columns - (3 * widths.length + 1);
   let total = widths.reduce((a, b) => a + b, 0);
-  for (const floor of [(i: number) => longestWords[i]!, () => 4]) {
+  const floors: ((i: number) => number)[] = [
+    (i) => longestWords[i]!,
+    (i) => Math.max(3, o.valueWords?.[i] ?? longestWords[i]!),
+    (i) => (o.prose?.[i] ? 4 : Infinity),
+    () => 4,
+  ];
+  for (const floor of floors) {
     while (total > budget) {
       let widest = -1;
       for (let i = 0; i < widths.length; i++) {
