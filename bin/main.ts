@@ -17,9 +17,12 @@ export function buildProgram(): Command {
     .version(version(), '-V, --version')
     .option(
       '--db <url>',
-      'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, pglite:.recon/db)',
+      'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, the nearest .recon/ here or above)',
     )
-    .option('--config <file>', 'config file (default: RECON_CONFIG, else ./recon.config.json)')
+    .option(
+      '--config <file>',
+      'config file (default: RECON_CONFIG, the nearest recon.config.json here or above, $XDG_CONFIG_HOME/recon/config.json)',
+    )
     .option('--json', 'machine output: one JSON document on stdout', false)
     .option('--no-color', 'no colours (also NO_COLOR)')
     .option('--actor <name>', 'who is acting, for the audit trail (default: RECON_ACTOR, else user@host)')
@@ -42,7 +45,8 @@ Examples:
   $ recon run --json                    one reconciliation pass (cron: alert on exit 8)
 
 Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
-            5 provider unavailable, 6 store locked or unreachable, 8 needs a human`,
+            5 provider unavailable (wins over 8), 6 store locked, missing or unreachable,
+            8 needs a human, 130 interrupted`,
     );
   registerAll(program);
   // Every subcommand inherits the override so commander never calls process.exit itself.

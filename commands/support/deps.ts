@@ -93,12 +93,9 @@ export function createDeps(
           create,
         });
         const isNew = choice.folder !== undefined && !existsSync(choice.folder);
-        if (isNew && !create) {
-          const { StoreLockedError } = await import('../../src/errors.js');
-          throw new StoreLockedError(
-            `no recon store at ${choice.folder} (from ${choice.source === 'config' ? config?.path : choice.source === 'flag' ? '--db' : 'RECON_DB/DATABASE_URL'}); run \`recon init\` or fix the store URL`,
-          );
-        }
+        // A store named explicitly (--db, RECON_DB, DATABASE_URL, config `db`) is the user's
+        // choice and is created on first use, as before; only the discovered default is never
+        // created by a command that merely reads (chooseStore threw above: exit 6).
         const db = await openStore(choice.url, opts).catch(async (err) => {
           const { StoreLockedError } = await import('../../src/errors.js');
           if (err instanceof StoreLockedError && choice.folder && /locked by/.test(err.message))
@@ -109,7 +106,7 @@ export function createDeps(
             );
           throw err;
         });
-        if (isNew && !io.quiet) io.err.write(`created a new recon store at ${choice.folder}\n`);
+        if (isNew && create && !io.quiet) io.err.write(`created a new recon store at ${choice.folder}\n`);
         return db;
       })();
       return store;
