@@ -49,10 +49,11 @@ beforeAll(async () => {
   ];
   expect((await run(['ops', 'record', '-'], ndjson(ops))).code).toBe(0);
   sandbox.faults.inject({ kind: 'commit_then_drop' }, { times: 6 });
-  for (const op of ops.slice(0, 3)) expect((await run(['ops', 'submit', op.id])).stdout).toContain('outcome_unknown');
+  for (const op of ops.slice(0, 3))
+    expect((await run(['ops', 'submit', op.id, '--json'])).json.state).toBe('outcome_unknown');
   sandbox.faults.clear();
   sandbox.faults.inject({ kind: 'drop_before_commit' }, { times: 3 });
-  expect((await run(['ops', 'submit', 'refund:ord_399'])).stdout).toContain('outcome_unknown');
+  expect((await run(['ops', 'submit', 'refund:ord_399', '--json'])).json.state).toBe('outcome_unknown');
   sandbox.faults.clear();
   // A yen refund for the amounts test (yen has no minor unit).
   expect(
