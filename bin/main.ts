@@ -5,11 +5,14 @@ import { ReconError, UsageError } from '../src/errors.js';
 import { registerAll } from '../commands/index.js';
 
 function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+  // dist/bin/main.js when built, bin/main.ts under the tests.
+  const up = import.meta.url.includes('/dist/bin/') ? '../../package.json' : '../package.json';
+  const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8'));
   return pkg.version;
 }
 
-export function buildProgram(): Command {
+/** The program, with the command `argv` names loaded (every command with `all`). */
+export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {}): Promise<Command> {
   const program = new Command('recon')
     .description(
       'Reconcile side effects whose outcome is unknown: find out what the provider did, finish it exactly once.',
@@ -48,7 +51,7 @@ Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
             5 provider unavailable (wins over 8), 6 store locked, missing or unreachable,
             8 needs a human, 130 interrupted`,
     );
-  registerAll(program);
+  await registerAll(program, argv, o);
   // Every subcommand inherits the override so commander never calls process.exit itself.
   const inherit = (cmd: Command) => {
     for (const sub of cmd.commands) {
@@ -81,7 +84,7 @@ const HELP_CODES = ['commander.helpDisplayed', 'commander.version', 'commander.h
 
 /** The one place that maps an error to an exit code and a message (SPEC §7). */
 export async function main(argv: string[]): Promise<void> {
-  const program = buildProgram();
+  const program = await buildProgram(argv);
   const json = argv.includes('--json');
   try {
     await program.parseAsync(argv);

@@ -28,9 +28,9 @@ Example:
     )
     .action(
       action(async ([shell], _o, deps) => {
-        let root: Command = program;
-        while (root.parent) root = root.parent;
-        const tree = walk(root, []);
+        // `recon --help` registers only the command being run; the script needs every one.
+        const { buildProgram } = await import('../bin/main.js');
+        const tree = walk(await buildProgram([], { all: true }), []);
         if (shell === 'bash') println(deps.io, bashScript(tree));
         else if (shell === 'zsh') println(deps.io, zshScript(tree));
         else if (shell === 'fish') println(deps.io, fishScript(tree));

@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { UsageError } from '../src/errors.js';
 import { action, parsePort } from './support/action.js';
-import { info, printJson } from './support/io.js';
 
 export function register(program: Command): void {
   program
@@ -53,11 +52,10 @@ Example:
         }
         // The chosen port first: with --port 0 it is the one thing a script needs.
         const port = Number(new URL(url).port);
-        if (deps.globals.json) printJson(deps.io, { kind, port, url, summary: lines });
-        else {
-          info(deps.io, `port ${port}`);
-          for (const l of lines) info(deps.io, l);
-        }
+        // The sandbox's key and webhook secret are fake and printed on purpose (the user exports them),
+        // so these lines bypass the redaction that printJson/info apply to everything else.
+        if (deps.globals.json) deps.io.out.write(JSON.stringify({ kind, port, url, summary: lines }, null, 2) + '\n');
+        else if (!deps.io.quiet) for (const l of [`port ${port}`, ...lines]) deps.io.err.write(l + '\n');
         await new Promise<void>((resolve) => {
           process.once('SIGINT', resolve);
           process.once('SIGTERM', resolve);

@@ -6,9 +6,10 @@
  *    step of `recon run` for this operation, under a lease: the observation and the rule's
  *    decision (confirm, fail, pending, review, wait). Lookup stays read-only at the provider: a
  *    decision to retry is recorded as the observation only and named as the next command.
- *  - needs_review: the observation, and what was found linked as evidence; the state never moves
- *    (only a person leaves needs_review).
- *  - anything else (proposed, approved, an attempt in flight, resolved): nothing is written.
+ *  - any state the rule does not decide (needs_review, terminal, not yet submitted): the observation,
+ *    and what carries the operation linked as evidence (applyLookupFindings, SPEC §3): a review
+ *    never moves; a second transaction for a confirmed operation is a duplicate (→ needs_review).
+ *  - an attempt in flight (a live lease): nothing is written.
  */
 import type { LookupResult, Operation, Provider, ProviderTransaction } from '../types.js';
 import { applyDecisions, lookupDetail, type DecisionJson } from './apply.js';
@@ -16,7 +17,8 @@ import { claimOne, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { evaluate, expireLease, safeLookup } from './reconcile.js';
 import { getOperation, listOperations, transactionsOf } from './repo.js';
-import { linkTransactions, note, recordObservation } from './transition.js';
+import { applyLookupFindings, isReconcilable } from './found.js';
+import { note, recordObservation } from './transition.js';
 
 export interface OperationLookup {
   /** The operation after the lookup. */
@@ -38,26 +40,19 @@ export async function lookupOperation(ctx: CoreContext, provider: Provider, id: 
   const op = await getOperation(ctx.db, id);
   const now = ctx.now();
   const leaseLive = op.lease_expires_at !== null && op.lease_expires_at > now;
-  if (op.state === 'needs_review') return reviewEvidence(ctx, provider, op);
-  if (['outcome_unknown', 'pending', 'submitting'].includes(op.state) && !(op.state === 'submitting' && leaseLive)) {
+  if (!isReconcilable(op.state)) return findings(ctx, provider, op);
+  if (!(op.state === 'submitting' && leaseLive)) {
     const owner = newOwnerToken(ctx.actor);
     const claimed = await claimOne(ctx.db, id, { owner, leaseMs: provider.capabilities.leaseMs, now });
     if (claimed) return reconcileStep(ctx, provider, claimed, owner);
   }
-  const lookup = await safeLookup(provider, op);
-  const why =
-    op.state === 'submitting' || leaseLive
-      ? 'an attempt or another worker holds this operation right now; nothing written'
-      : op.state === 'proposed' || op.state === 'approved'
-        ? `${op.state}: not attempted yet; nothing written`
-        : `${op.state} is final; nothing written`;
   return {
     operation: op,
     before: op.state,
-    lookup,
+    lookup: await safeLookup(provider, op),
     decision: null,
     wrote: 'nothing',
-    note: why,
+    note: 'an attempt or another worker holds this operation right now; nothing written',
     linked: await transactionsOf(ctx.db, id),
   };
 }
@@ -112,34 +107,23 @@ async function reconcileStep(
   }
 }
 
-async function reviewEvidence(ctx: CoreContext, provider: Provider, op: Operation): Promise<OperationLookup> {
+/** A state the rule does not decide: the lookup is evidence (applyLookupFindings, SPEC §3). */
+async function findings(ctx: CoreContext, provider: Provider, op: Operation): Promise<OperationLookup> {
   const lookup = await safeLookup(provider, op);
-  const now = ctx.now();
-  let refused: string[] = [];
-  await ctx.db.transaction(async (tx) => {
-    await recordObservation(tx, op.id, { at: now, result: lookup.result, detail: lookupDetail(lookup) });
-    const results = await linkTransactions(
-      tx,
-      lookup.matches.map((txn) => ({ provider: provider.name, operationId: op.id, txn })),
-      { via: 'lookup', by: ctx.actor, at: now },
-    );
-    refused = lookup.matches.flatMap((t, i) =>
-      results[i]!.linked ? [] : [`${t.provider_id} (linked to ${results[i]!.existingOperation})`],
-    );
-    await note(tx, op.id, {
-      actor: ctx.actor,
-      now,
-      kind: 'lookup',
-      detail: { ...lookupDetail(lookup), evidence: true },
-    });
-  });
+  const state = await applyLookupFindings(ctx, provider, op, lookup);
+  const note =
+    state !== op.state
+      ? `${op.state} → ${state}: a transaction the provider holds for it changed that (see recon ops show ${op.id})`
+      : op.state === 'needs_review'
+        ? 'needs_review: recorded as evidence; only a person resolves it'
+        : `${op.state}: the rule decides only unresolved operations; the lookup is recorded as evidence, the state stays`;
   return {
     operation: await getOperation(ctx.db, op.id),
     before: op.state,
     lookup,
     decision: null,
     wrote: 'evidence',
-    note: `needs_review: recorded as evidence; only a person resolves it${refused.length ? `; not linked: ${refused.join(', ')}` : ''}`,
+    note,
     linked: await transactionsOf(ctx.db, op.id),
   };
 }

@@ -101,7 +101,7 @@ describe('an ambiguous refund, worked inside recon', () => {
     expect((await run(['audit', 'verify'])).code).toBe(0);
   });
 
-  it('resolving with the candidate ends it; lookup on the confirmed operation then changes nothing', async () => {
+  it('resolving with the candidate ends it; lookup on the confirmed operation then changes no state', async () => {
     const resolve = await run([
       'review',
       'resolve',
@@ -114,11 +114,15 @@ describe('an ambiguous refund, worked inside recon', () => {
       'FIN-22',
     ]);
     expect(resolve.code, resolve.stderr).toBe(0);
-    const before = (await run(['ops', 'show', id, '--json'])).json.events.length;
+    const before = (await run(['ops', 'show', id, '--json'])).json;
     const r = await run(['lookup', id, '--json']);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.json).toMatchObject({ state: 'confirmed', wrote: 'nothing' });
-    expect((await run(['ops', 'show', id, '--json'])).json.events.length).toBe(before);
+    // The lookup is recorded as evidence; the state, the links and the trail's states stay.
+    expect(r.json).toMatchObject({ state: 'confirmed', state_before: 'confirmed', conclusion: null });
+    expect(r.json.provider_txn_ids).toEqual(before.operation.provider_txn_ids);
+    const after = (await run(['ops', 'show', id, '--json'])).json;
+    const added = after.events.slice(before.events.length);
+    expect(added.every((e: { from_state: string; to_state: string }) => e.from_state === e.to_state)).toBe(true);
   });
 });
 
