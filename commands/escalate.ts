@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { escalate } from '../src/core/human.js';
-import { reassignReview } from '../src/core/reassign.js';
+import { getOperation } from '../src/core/repo.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
 import { action } from './support/action.js';
@@ -21,17 +21,17 @@ export function register(program: Command): void {
       '\nExample:\n  $ recon escalate refund:ord_1042 --reason "customer says they got two refunds" --assignee finance-oncall',
     )
     .action(
-      action<{ reason: string; assignee?: string }>(async ([id], opts, deps) => {
+      action<{ reason: string; assignee?: string }>(async ([rawId], opts, deps) => {
         const core = await deps.core();
-        const o = { reason: opts.reason, assignee: opts.assignee };
-        // Already waiting for a human: reassign it or add the reason; the state stays.
-        const reassigned = await reassignReview(core, validateId(id), o);
-        const op = reassigned ?? (await escalate(core, validateId(id), o));
+        const id = validateId(rawId);
+        // Already waiting for a human: escalate reassigns it or adds the reason; the state stays.
+        const wasInReview = (await getOperation(core.db, id)).state === 'needs_review';
+        const op = await escalate(core, id, { reason: opts.reason, assignee: opts.assignee });
         if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [op]))[0]);
         else
           println(
             deps.io,
-            `${op.id}: needs_review (${printable(op.review_reason)})${op.assignee ? `, assigned to ${printable(op.assignee)}` : ''}${reassigned ? ' (was already in review: reason added, state unchanged)' : ''}`,
+            `${op.id}: needs_review (${printable(op.review_reason)})${op.assignee ? `, assigned to ${printable(op.assignee)}` : ''}${wasInReview ? ' (was already in review: reassigned, your reason is in the audit trail; state unchanged)' : ''}`,
           );
       }),
     );

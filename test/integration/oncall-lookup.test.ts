@@ -93,11 +93,12 @@ describe('an ambiguous refund, worked inside recon', () => {
       '--json',
     ]);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.json).toMatchObject({ state: 'needs_review', assignee: 'finance-oncall' });
-    expect(r.json.review_reason).toBe('ambiguous; customer says refunded twice');
+    // The rule's reason stays; the person's reason and the new assignee go into the trail.
+    expect(r.json).toMatchObject({ state: 'needs_review', assignee: 'finance-oncall', review_reason: 'ambiguous' });
     const show = await run(['ops', 'show', id, '--json']);
     const last = show.json.events[show.json.events.length - 1];
-    expect(last).toMatchObject({ kind: 'review.reassigned', from_state: 'needs_review', to_state: 'needs_review' });
+    expect(last).toMatchObject({ kind: 'escalated', from_state: 'needs_review', to_state: 'needs_review' });
+    expect(last.detail).toMatchObject({ reason: 'customer says refunded twice', assignee: 'finance-oncall' });
     expect((await run(['audit', 'verify'])).code).toBe(0);
   });
 
