@@ -83,8 +83,9 @@ describe('PostgreSQL lost mid-run', () => {
     const gateTx = gate
       .transaction(async (tx) => {
         await tx.query('SELECT id FROM recon.operations FOR UPDATE');
+        // Asked on another connection: pg_stat_activity is a snapshot for the rest of a transaction.
         for (let i = 0; i < 800 && !blocked; i++) {
-          const r = await tx.query<{ n: number }>(
+          const r = await gate.query<{ n: number }>(
             `SELECT count(*)::int AS n FROM pg_stat_activity
               WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
           );
