@@ -71,8 +71,8 @@ async function audit(ctx: BenchContext, sandbox: StripeSandbox, expected: { refu
 export const auditDuplicates: Benchmark = {
   name: 'audit-duplicates',
   async run(ctx: BenchContext) {
-    const small = ctx.quick ? 20_000 : 200_000;
-    const large = ctx.quick ? 100_000 : 1_000_000;
+    const small = ctx.quick ? 10_000 : 200_000;
+    const large = ctx.quick ? 50_000 : 1_000_000;
     const sandbox = await startStripeSandbox({ latencyMs: 0 });
     try {
       let dups = seedLedger(sandbox, 0, small);

@@ -136,7 +136,7 @@ async function pass(
 export const claims: Benchmark = {
   name: 'claims',
   async run(ctx: BenchContext) {
-    const n = ctx.quick ? 4000 : 20_000;
+    const n = ctx.quick ? 4000 : 12_000;
     const sandbox = await startStripeSandbox({ latencyMs: 0 });
     try {
       // Every operation is found (→ confirmed), so a decided operation leaves the backlog for good and

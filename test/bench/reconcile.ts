@@ -64,7 +64,7 @@ await Promise.all(Array.from({ length: 8 }, async () => {
 export const reconcileThroughput: Benchmark = {
   name: 'reconcile',
   async run(ctx: BenchContext) {
-    const n = ctx.quick ? 600 : 3000;
+    const n = ctx.quick ? 600 : 2000;
     const dir = mkdir(ctx, 'reconcile');
     const arrivals: number[] = [];
     const sandbox = await startStripeSandbox({

@@ -53,7 +53,7 @@ export const startup: Benchmark = {
   async run(ctx: BenchContext) {
     const dir = mkdir(ctx, 'startup');
     const store = `pglite:${path.join(dir, 'db')}`;
-    const runs = ctx.quick ? 6 : 12;
+    const runs = ctx.quick ? 6 : 8;
     // First use creates and migrates the store: not what this measures.
     expectExit(
       await runRecon(ctx, ['ops', 'list', '--json', '--db', store], { cwd: dir }),

@@ -37,7 +37,7 @@ async function load(db: Db, rows: number, now: Date): Promise<void> {
                  ELSE (ARRAY['submitting', 'pending', 'outcome_unknown', 'needs_review'])[1 + (g / 10) % 4] END,
             1000 + g % 5000, 'usd', 1 + (g % 7 = 0)::int,
             $1::timestamptz - (g % 400000) * interval '1 second', $1::timestamptz, $1::timestamptz - (g % 400000) * interval '1 second',
-            CASE WHEN g % 10 <> 0 THEN $1::timestamptz - (g % 400000) * interval '1 second' + (1 + (g * 7919) % 10000) * interval '1 second' END,
+            CASE WHEN g % 10 <> 0 THEN $1::timestamptz - (g % 400000) * interval '1 second' + (1 + (g::bigint * 7919) % 10000) * interval '1 second' END,
             CASE WHEN g % 40 = 30 THEN 'duplicate' END
        FROM generate_series(1, $2::int) AS g`,
     [now.toISOString(), rows],
