@@ -1,20 +1,15 @@
 import { Command, CommanderError, Option } from 'commander';
-import { readFileSync } from 'node:fs';
 import { outcome } from '../commands/support/action.js';
 import { ReconError, UsageError } from '../src/errors.js';
 import { registerAll } from '../commands/index.js';
-
-function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
-  return pkg.version;
-}
+import { versionText } from './version.js';
 
 export function buildProgram(): Command {
   const program = new Command('recon')
     .description(
       'Reconcile side effects whose outcome is unknown: find out what the provider did, finish it exactly once.',
     )
-    .version(version(), '-V, --version')
+    .version(versionText(), '-V, --version')
     .option(
       '--db <url>',
       'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, pglite:.recon/db)',
