@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
 import { ingestWebhook, type IngestResult } from '../src/core/webhooks.js';
 import { NotFoundError, ReconError, UsageError } from '../src/errors.js';
@@ -43,7 +44,7 @@ export function register(program: Command): void {
   webhook
     .command('serve')
     .description('receive provider webhooks over HTTP (POST /webhooks/PROVIDER, or / for the only webhook provider)')
-    .requiredOption('--port <n>', 'port to listen on', parsePositiveInt('--port'))
+    .requiredOption('--port <n>', 'port to listen on (0: any free port, printed on start)', parsePort)
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--provider <name>', 'provider for requests to / (default: the only provider with a webhook secret)')
     .addHelpText(
@@ -51,6 +52,11 @@ export function register(program: Command): void {
       '\nResponds 400 to a bad signature, 200 to a duplicate, 200 when applied.\n\nExample:\n  $ recon webhook serve --port 8787 --provider stripe',
     )
     .action(action<{ port: number; host: string; provider?: string }>(async (_a, opts, deps) => serve(opts, deps)));
+}
+
+/** A TCP port; 0 asks the system for a free one (what tests use: no port chosen then taken by another). */
+function parsePort(value: string): number {
+  return value === '0' ? 0 : parsePositiveInt('--port')(value);
 }
 
 function describe(r: IngestResult): string {
@@ -91,8 +97,9 @@ async function serve(opts: { port: number; host: string; provider?: string }, de
     server.once('error', reject);
     server.listen(opts.port, opts.host, () => resolve());
   });
-  info(deps.io, `listening on http://${opts.host}:${opts.port} (POST /webhooks/PROVIDER); Ctrl-C to stop`);
-  if (deps.globals.json) printJson(deps.io, { listening: `http://${opts.host}:${opts.port}` });
+  const { port } = server.address() as AddressInfo;
+  info(deps.io, `listening on http://${opts.host}:${port} (POST /webhooks/PROVIDER); Ctrl-C to stop`);
+  if (deps.globals.json) printJson(deps.io, { listening: `http://${opts.host}:${port}` });
   await new Promise<void>((resolve) => {
     const stop = () => server.close(() => resolve());
     process.once('SIGINT', stop);

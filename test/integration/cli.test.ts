@@ -1,7 +1,10 @@
 /**
- * The command-line contract of SPEC §7, through the built CLI as a child process: help and
- * examples, exit codes, one-line errors naming the field with nothing written, `--json` as one
- * document, no colour off a TTY, the embedded store's lock, and secrets never printed.
+ * The command-line contract of SPEC §7: help and examples, exit codes, one-line errors naming the
+ * field with nothing written, `--json` as one document, no colour off a TTY, the embedded store's
+ * lock, and secrets never printed. Commands run in process (test/support/in-process.ts: the same
+ * main(), commander and error mapping as the binary); the built binary runs as a child process
+ * where a real process is the point: `--version`'s fast path, exit codes as the shell sees them,
+ * colour decided from the process's environment, a TTY, the lock held by another process.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -14,6 +17,7 @@ import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe
 import { openStore } from '../../src/store/open.js';
 import { backends, removeTempStores } from '../support/backends.js';
 import { BIN, cleanEnv, recon, ROOT, type CliOptions, type CliResult } from '../support/cli.js';
+import { runInProcess } from '../support/in-process.js';
 
 const ESC = '\u001b';
 const tempDirs: string[] = [];
@@ -54,9 +58,18 @@ describe('help and version', () => {
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/^Usage: recon /);
     expect(help.stdout).toMatch(/Exit codes:/);
-    const version = await recon(['--version']);
-    expect(version.code).toBe(0);
-    expect(version.stdout.trim()).toBe(JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version);
+    // bin/recon's fast path, and commander's answer when --version comes with other flags: the
+    // package version, the store schema this binary expects, the Node version.
+    const pkgVersion = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version;
+    const latest = Math.max(
+      ...fs.readdirSync(path.join(ROOT, 'src', 'store', 'migrations')).map((f) => Number(/^(\d+)_/.exec(f)?.[1] ?? 0)),
+    );
+    const expected = `recon ${pkgVersion}\nstore schema ${latest}\nnode ${process.version}\n`;
+    for (const args of [['--version'], ['-V'], ['--version', '--no-color']]) {
+      const version = await recon(args);
+      expect(version.code, args.join(' ')).toBe(0);
+      expect(version.stdout, args.join(' ')).toBe(expected);
+    }
   });
 
   function subcommands(helpText: string): string[] {
@@ -74,7 +87,7 @@ describe('help and version', () => {
   it('every command and command group has --help with an example', async () => {
     const seen: string[] = [];
     const walk = async (cmd: string[]): Promise<void> => {
-      const r = await recon([...cmd, '--help']);
+      const r = await runInProcess([...cmd, '--help']);
       expect(r.code, `recon ${cmd.join(' ')} --help: ${r.stderr}`).toBe(0);
       if (cmd.length) {
         seen.push(cmd.join(' '));
@@ -120,16 +133,17 @@ describe('help and version', () => {
 
   it('an unknown flag is a usage error (exit 2) naming the flag', async () => {
     for (const args of [['--bogus'], ['ops', 'list', '--bogus'], ['run', '--frobnicate', '1']]) {
-      const r = await recon(args);
+      const r = await runInProcess(args);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toContain(args.find((a) => a.startsWith('--'))!);
       expect(r.stdout).toBe('');
     }
   });
 
-  it('an unknown command is a usage error', async () => {
+  it('an unknown command is a usage error, as the shell sees the real binary exit', async () => {
     const r = await recon(['frobnicate']);
     expect(r.code).toBe(2);
+    expect(r.stderr).toContain('frobnicate');
   });
 });
 
@@ -150,7 +164,7 @@ describe('the CLI against a store and a Stripe sandbox', () => {
     dir = tempDir();
     // PostgreSQL opens in milliseconds; a fresh embedded store takes seconds per process.
     const backend = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
-    storeUrl = await backend.url();
+    storeUrl = await backend.migratedUrl();
     fs.writeFileSync(
       path.join(dir, 'recon.config.json'),
       JSON.stringify({
@@ -158,7 +172,8 @@ describe('the CLI against a store and a Stripe sandbox', () => {
         providers: { stripe: { type: 'stripe', apiKey: '${STRIPE_API_KEY}', apiBase: sandbox.url } },
       }),
     );
-    cli = (args, opts = {}) => recon(args, { cwd: dir, ...opts, env: { STRIPE_API_KEY: sandbox.apiKey, ...opts.env } });
+    cli = (args, opts = {}) =>
+      runInProcess(args, { cwd: dir, ...opts, env: { STRIPE_API_KEY: sandbox.apiKey, ...opts.env } });
   });
   afterAll(async () => {
     await sandbox?.close();
@@ -320,7 +335,8 @@ describe('the CLI against a store and a Stripe sandbox', () => {
       ['ops', 'show', 'missing'],
       ['ops', 'list', '--state', 'bogus'],
     ]) {
-      const r = await cli(args, { env });
+      // A child process: chalk decides colour support from the real process's environment.
+      const r = await recon(args, { cwd: dir, env: { STRIPE_API_KEY: sandbox.apiKey, ...env } });
       expect(r.stdout + r.stderr, args.join(' ')).not.toContain(ESC);
     }
   });
@@ -371,11 +387,11 @@ describe('the CLI against a store and a Stripe sandbox', () => {
 
 describe.each(backends)('ops record → list → show on $name', (backend) => {
   it('works with --db URL and no config store', async () => {
-    const url = await backend.url();
+    const url = await backend.migratedUrl();
     const dir = tempDir();
     const env = { STRIPE_API_KEY: 'sk_test_unused' };
     const op = refund('flow:1', { client_reference: 'ord_flow', subject: { customer: 'cus_1' } });
-    const rec = await recon(['--db', url, 'ops', 'record', '-', '--json'], {
+    const rec = await runInProcess(['--db', url, 'ops', 'record', '-', '--json'], {
       cwd: dir,
       env,
       input: JSON.stringify(op),
@@ -383,7 +399,7 @@ describe.each(backends)('ops record → list → show on $name', (backend) => {
     expect(rec.code, rec.stderr).toBe(0);
     expect(oneJsonDocument(rec)).toEqual({ operations: [{ id: 'flow:1', state: 'proposed', created: true }] });
 
-    const list = await recon(['--db', url, 'ops', 'list', '--json'], { cwd: dir, env });
+    const list = await runInProcess(['--db', url, 'ops', 'list', '--json'], { cwd: dir, env });
     expect(list.code, list.stderr).toBe(0);
     const ops = oneJsonDocument(list).operations;
     expect(ops).toHaveLength(1);
@@ -402,7 +418,7 @@ describe.each(backends)('ops record → list → show on $name', (backend) => {
     });
     expect(Date.parse(ops[0].created_at)).not.toBeNaN();
 
-    const show = await recon(['--db', url, 'ops', 'show', 'flow:1', '--json'], { cwd: dir, env });
+    const show = await runInProcess(['--db', url, 'ops', 'show', 'flow:1', '--json'], { cwd: dir, env });
     expect(show.code, show.stderr).toBe(0);
     const detail = oneJsonDocument(show);
     expect(Object.keys(detail).sort()).toEqual([
@@ -415,7 +431,7 @@ describe.each(backends)('ops record → list → show on $name', (backend) => {
     expect(detail.operation).toMatchObject({ id: 'flow:1', state: 'proposed' });
     expect(detail.events).toHaveLength(1);
 
-    const human = await recon(['--db', url, 'ops', 'show', 'flow:1'], { cwd: dir, env });
+    const human = await runInProcess(['--db', url, 'ops', 'show', 'flow:1'], { cwd: dir, env });
     expect(human.code).toBe(0);
     expect(human.stdout).toContain('flow:1');
     expect(human.stdout).toContain('recorded');
@@ -427,7 +443,7 @@ describe.each(backends)('ops record → list → show on $name', (backend) => {
 describe('recon init', () => {
   it('in an empty folder writes recon.config.json and migrates the default store; later commands work', async () => {
     const dir = tempDir();
-    const r = await recon(['init', '--json'], { cwd: dir });
+    const r = await runInProcess(['init', '--json'], { cwd: dir });
     expect(r.code, r.stderr).toBe(0);
     const doc = oneJsonDocument(r);
     expect(doc).toMatchObject({ config_written: true, schema_version: expect.any(Number) });
@@ -436,17 +452,17 @@ describe('recon init', () => {
     expect(fs.existsSync(path.join(dir, '.recon', 'db'))).toBe(true);
 
     const env = { STRIPE_API_KEY: 'sk_test_x' };
-    const status = await recon(['db', 'status', '--json'], { cwd: dir, env });
+    const status = await runInProcess(['db', 'status', '--json'], { cwd: dir, env });
     expect(status.code, status.stderr).toBe(0);
     expect(oneJsonDocument(status)).toMatchObject({ schema_version: doc.schema_version, pending_migrations: [] });
-    const rec = await recon(['ops', 'record', '-', '--json'], {
+    const rec = await runInProcess(['ops', 'record', '-', '--json'], {
       cwd: dir,
       env,
       input: JSON.stringify(refund('init_1')),
     });
     expect(rec.code, rec.stderr).toBe(0);
 
-    const again = await recon(['init', '--json'], { cwd: dir, env });
+    const again = await runInProcess(['init', '--json'], { cwd: dir, env });
     expect(again.code, again.stderr).toBe(0);
     expect(oneJsonDocument(again)).toMatchObject({ config_written: false, applied: [] });
   });
@@ -455,7 +471,7 @@ describe('recon init', () => {
     const dir = tempDir();
     const storeDir = path.join(tempDir(), 'db');
     fs.writeFileSync(path.join(dir, 'recon.config.json'), JSON.stringify({ db: `pglite:${storeDir}`, providers: {} }));
-    const r = await recon(['init', '--json'], { cwd: dir });
+    const r = await runInProcess(['init', '--json'], { cwd: dir });
     expect(r.code, r.stderr).toBe(0);
     expect(oneJsonDocument(r)).toMatchObject({ config_written: false, store: `pglite:${storeDir}` });
     expect(fs.existsSync(storeDir)).toBe(true);
@@ -510,7 +526,7 @@ describe('secrets are never printed', () => {
     const port = (server.address() as AddressInfo).port;
     dir = tempDir();
     const backend = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
-    storeUrl = await backend.url();
+    storeUrl = await backend.migratedUrl();
     fs.writeFileSync(
       path.join(dir, 'recon.config.json'),
       JSON.stringify({
@@ -521,7 +537,7 @@ describe('secrets are never printed', () => {
       }),
     );
     const ids = ['sec_1', 'sec_2', 'sec_s0', 'sec_s1', 'sec_j0', 'sec_j1'];
-    const rec = await recon(['ops', 'record', '-'], {
+    const rec = await runInProcess(['ops', 'record', '-'], {
       cwd: dir,
       input: ndjson(...ids.map((id) => refund(id, { approval: 'T' }))),
     });
@@ -553,7 +569,7 @@ describe('secrets are never printed', () => {
       await before_?.();
       const args = argsFor(n);
       const before = hits;
-      const r = await recon(args, { cwd: dir, env });
+      const r = await runInProcess(args, { cwd: dir, env });
       expect(hits, `${args.join(' ')} reached the provider`).toBeGreaterThan(before);
       expect(r.stdout + r.stderr).not.toContain('SECRET123');
       // An error that reached bin/main.ts: with DEBUG its stack was printed too.
@@ -567,14 +583,14 @@ describe('secrets are never printed', () => {
       ['lookup', '--client-ref', 'ord_x', '--provider', 'stripe'],
       ['audit', 'duplicates', '--json'],
     ]) {
-      const r = await recon(args, { cwd: dir });
+      const r = await runInProcess(args, { cwd: dir });
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(5);
     }
   });
 
   it('not in what was stored either', async () => {
     for (const id of ['sec_s0', 'sec_s1', 'sec_j0']) {
-      const r = await recon(['ops', 'show', id, '--json'], { cwd: dir });
+      const r = await runInProcess(['ops', 'show', id, '--json'], { cwd: dir });
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout).not.toContain('SECRET123');
     }

@@ -3,7 +3,6 @@
  * delivered twice (through `webhook ingest` and `webhook serve`), and two `recon run` workers
  * against one PostgreSQL. Each asserts on the provider's ledger and the CLI's `--json`.
  */
-import net from 'node:net';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { submitOperation } from '../../src/core/submit.js';
@@ -30,26 +29,14 @@ import {
 afterAll(() => removeTempStores());
 vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-/** Reads one row through the store itself, after every CLI process has exited (PGlite is single-process). */
+/** Reads one row through the world's store, after every CLI process has exited (PGlite is single-process). */
 async function duplicateCount(world: World, eventId: string): Promise<number | undefined> {
-  const db = await openStore(world.storeUrl);
-  try {
-    const r = await db.query<{ duplicate_count: number }>(
-      'SELECT duplicate_count FROM recon.webhook_events WHERE provider = $1 AND event_id = $2',
-      ['stripe', eventId],
-    );
-    return r.rows[0] ? Number(r.rows[0].duplicate_count) : undefined;
-  } finally {
-    await db.close();
-  }
+  const db = await world.db();
+  const r = await db.query<{ duplicate_count: number }>(
+    'SELECT duplicate_count FROM recon.webhook_events WHERE provider = $1 AND event_id = $2',
+    ['stripe', eventId],
+  );
+  return r.rows[0] ? Number(r.rows[0].duplicate_count) : undefined;
 }
 
 describe.each(backends)('incidents during reconciliation, store on $name', (backend) => {
@@ -76,7 +63,7 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     ]);
     expect(warehouse.shipments()).toHaveLength(1);
 
-    await sleep(PAST_WINDOW_MS);
+    world.advance(PAST_WINDOW_MS);
     const late = await run(world);
     expect(late.code).toBe(0);
     expect(late.summary.decisions).toEqual([
@@ -139,13 +126,15 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     const [refund] = world.stripe.refunds({ payment_intent: pi.payment_intent });
     const event = world.stripe.eventFor('refund.updated', world.stripe.setRefundStatus(refund!.id, 'succeeded'));
 
-    const port = await freePort();
-    const server = world.spawn(['webhook', 'serve', '--port', String(port), '--provider', 'stripe']);
+    // A real process: it serves until SIGTERM. Port 0: the server takes a free port and prints it.
+    await world.release();
+    const server = world.spawn(['webhook', 'serve', '--port', '0', '--provider', 'stripe']);
     const exited = collect(server);
     let stderr = '';
     server.stderr!.on('data', (d) => (stderr += d));
     for (let i = 0; i < 400 && !stderr.includes('listening on'); i++) await sleep(25);
-    expect(stderr).toContain('listening on');
+    const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1];
+    expect(port, stderr).toBeDefined();
     const url = `http://127.0.0.1:${port}/webhooks/stripe`;
 
     const body = JSON.stringify(event);
@@ -228,7 +217,8 @@ describe.each(postgresOnly)('incident 7, store on $name', (backend) => {
       try {
         await gate.transaction(async (tx) => {
           await tx.query('LOCK TABLE recon.operations IN SHARE MODE');
-          workers = Promise.all([world!.recon(['run', '--json']), world!.recon(['run', '--json'])]);
+          // Two processes, as two cron hosts would be (in-process commands run one at a time).
+          workers = Promise.all([world!.reconProcess(['run', '--json']), world!.reconProcess(['run', '--json'])]);
           for (let i = 0; i < 2400; i++) {
             const r = await gate.query<{ n: number }>(
               `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%recon.operations%'`,

@@ -36,11 +36,14 @@ function tempStoreFolder(): string {
   return path.join(dir, 'db');
 }
 
-// Creating a PGlite data folder (its initdb) takes seconds; copying a closed, migrated one
-// takes milliseconds. One template per test file (worker), made on first use.
+// Creating a PGlite data folder (its initdb) and migrating it takes seconds; copying a closed,
+// migrated one takes milliseconds. global-setup.ts makes one per run; without it (a file run
+// with another config), one per test file (worker), made on first use.
 let pgliteTemplate: Promise<string> | undefined;
 function migratedPgliteTemplate(): Promise<string> {
   pgliteTemplate ??= (async () => {
+    const made = inject('pgliteTemplate');
+    if (made) return made;
     const folder = tempStoreFolder();
     await (await openStore(`pglite:${folder}`)).close();
     return folder;
@@ -64,20 +67,27 @@ const pglite: Backend = {
   },
 };
 
+function serverUrl(): string {
+  const base = inject('pgUrl') || process.env.RECON_TEST_PG_URL;
+  if (!base) throw new Error('no PostgreSQL server for this run: is test/support/global-setup.ts configured?');
+  return base;
+}
+
 const postgres: Backend = {
   name: 'postgres',
   async url() {
-    const base = inject('pgUrl') || process.env.RECON_TEST_PG_URL;
-    if (!base) throw new Error('no PostgreSQL server for this run: is test/support/global-setup.ts configured?');
-    return createDatabase(base);
+    return createDatabase(serverUrl());
   },
   async migratedUrl() {
+    // A copy of the run's migrated template database, else a new database migrated here.
+    const template = inject('pgTemplate');
+    if (template) return createDatabase(serverUrl(), undefined, template);
     const url = await this.url();
     await (await openStore(url)).close();
     return url;
   },
   async open(opts) {
-    return openStore(await this.url(), opts);
+    return openStore(opts ? await this.url() : await this.migratedUrl(), opts);
   },
 };
 
