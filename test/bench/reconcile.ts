@@ -78,7 +78,7 @@ export const reconcileThroughput: Benchmark = {
       );
 
       const config = await loadConfig({ flag: configPath, env: {}, cwd: dir });
-      const capabilities = config.providers.stripe!.capabilities;
+      const capabilities = config.providers.stripe.capabilities;
       const instantCore: CoreContext = { db: instantStore.db, actor: 'bench', now: () => new Date() };
       const fake = instantProvider('r', capabilities);
       const t1 = performance.now();

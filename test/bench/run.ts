@@ -27,7 +27,7 @@ function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {
   let quick = false;
   let only: string[] | null = null;
   for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
+    const a = argv[i];
     if (a === '--quick') quick = true;
     else if (a === '--only') only = (argv[++i] ?? '').split(',').filter(Boolean);
     else if (a.startsWith('--only=')) only = a.slice('--only='.length).split(',').filter(Boolean);
@@ -54,8 +54,8 @@ function table(rows: BenchRow[]): string {
       : `${r.baseline} ${r.baseline_unit ?? (r.unit === 'bool' ? '' : r.unit)}${r.baseline_of ? ` (${r.baseline_of})` : ''}`.trim(),
     r.pass === null ? 'info' : r.pass ? 'PASS' : 'FAIL',
   ]);
-  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ');
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join(' | ');
   return [line(head), widths.map((w) => '-'.repeat(w)).join('-|-'), ...body.map(line)].join('\n');
 }
 
@@ -77,7 +77,7 @@ async function main(): Promise<void> {
       try {
         rows.push(...(await b.run(ctx)));
       } catch (err) {
-        failures.push(`${b.name}: ${(err as Error).stack ?? err}`);
+        failures.push(`${b.name}: ${(err as Error).stack ?? String(err)}`);
         rows.push({
           bench: b.name,
           name: `${b.name}: did not complete`,

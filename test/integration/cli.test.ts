@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import { openStore } from '../../src/store/open.js';
 import { backends, removeTempStores } from '../support/backends.js';
-import { BIN, cleanEnv, recon, ROOT, type CliOptions, type CliResult } from '../support/cli.js';
+import { BIN, cleanEnv, recon, ROOT, type CliOptions, type CliResult, type JsonDoc } from '../support/cli.js';
 import { runInProcess } from '../support/in-process.js';
 
 const ESC = '\u001b';
@@ -47,7 +47,7 @@ function errorLines(r: CliResult): string[] {
 }
 
 /** stdout holds exactly one JSON document and nothing else. */
-function oneJsonDocument(r: CliResult): any {
+function oneJsonDocument(r: CliResult): JsonDoc {
   expect(r.stdout.trim(), `stdout of a --json command (stderr: ${r.stderr})`).not.toBe('');
   return JSON.parse(r.stdout);
 }
@@ -78,8 +78,8 @@ describe('help and version', () => {
     const names: string[] = [];
     for (const line of section.split('\n')) {
       if (/^\S/.test(line)) break; // the next section ("Examples:")
-      const m = /^  (\S+)/.exec(line);
-      if (m && m[1] !== 'help') names.push(m[1]!);
+      const m = /^ {2}(\S+)/.exec(line);
+      if (m && m[1] !== 'help') names.push(m[1]);
     }
     return names;
   }
@@ -163,7 +163,7 @@ describe('the CLI against a store and a Stripe sandbox', () => {
     sandbox = await startStripeSandbox();
     dir = tempDir();
     // PostgreSQL opens in milliseconds; a fresh embedded store takes seconds per process.
-    const backend = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
+    const backend = backends.find((b) => b.name === 'postgres') ?? backends[0];
     storeUrl = await backend.migratedUrl();
     fs.writeFileSync(
       path.join(dir, 'recon.config.json'),
@@ -227,7 +227,7 @@ describe('the CLI against a store and a Stripe sandbox', () => {
       const lines = errorLines(r);
       expect(lines, r.stderr).toHaveLength(1);
       expect(lines[0]).toMatch(message);
-      expect(lines[0]!.length).toBeLessThan(600);
+      expect(lines[0].length).toBeLessThan(600);
     });
 
     it('with --json the error is one JSON document with the exit code', async () => {
@@ -281,7 +281,7 @@ describe('the CLI against a store and a Stripe sandbox', () => {
     expect(errorLines(twice)).toHaveLength(1);
     const shown = oneJsonDocument(await cli(['ops', 'show', 'cli_appr', '--json']));
     expect(shown.operation.approval).toBe('TICKET-7');
-    expect(shown.events.map((e: any) => e.kind)).toEqual(['recorded', 'approved']);
+    expect(shown.events.map((e: { kind: string }) => e.kind)).toEqual(['recorded', 'approved']);
   });
 
   it.each<[string, string[], number]>([
@@ -525,7 +525,7 @@ describe('secrets are never printed', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as AddressInfo).port;
     dir = tempDir();
-    const backend = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
+    const backend = backends.find((b) => b.name === 'postgres') ?? backends[0];
     storeUrl = await backend.migratedUrl();
     fs.writeFileSync(
       path.join(dir, 'recon.config.json'),

@@ -103,7 +103,7 @@ describe.each(backends)('incidents found by audits, store on $name', (backend) =
     const db = await world.db();
     try {
       const count = async () =>
-        Number((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_events')).rows[0]!.n);
+        Number((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_events')).rows[0].n);
       const before = await count();
       await expect(
         db.query(

@@ -76,7 +76,7 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     expect(detail.operation.state).toBe('confirmed');
     expect(detail.attempts.map((a) => a.idempotency_key)).toEqual(['ship:ord_3', 'ship:ord_3']);
     expect(detail.provider_transactions).toEqual([
-      expect.objectContaining({ provider_id: ledger[0]!.id, linked_via: 'replay' }),
+      expect.objectContaining({ provider_id: ledger[0].id, linked_via: 'replay' }),
     ]);
     expect(detail.observations.map((o) => o.result)).toEqual(['not_found', 'not_found']);
   });
@@ -87,7 +87,7 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     await recordOk(world, [refundOp('refund:ord_6', pi.payment_intent, 700)]);
     expect((await submit(world, 'refund:ord_6')).state).toBe('pending');
     const [refund] = world.stripe.refunds({ payment_intent: pi.payment_intent });
-    const event = world.stripe.eventFor('refund.updated', world.stripe.setRefundStatus(refund!.id, 'succeeded'));
+    const event = world.stripe.eventFor('refund.updated', world.stripe.setRefundStatus(refund.id, 'succeeded'));
     const body = JSON.stringify(event);
     const ingest = (payload: string, signature: string) =>
       world!.recon(['webhook', 'ingest', '-', '--provider', 'stripe', '--signature', signature, '--json'], {
@@ -124,7 +124,7 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     await recordOk(world, [refundOp('refund:ord_6s', pi.payment_intent, 800)]);
     expect((await submit(world, 'refund:ord_6s')).state).toBe('pending');
     const [refund] = world.stripe.refunds({ payment_intent: pi.payment_intent });
-    const event = world.stripe.eventFor('refund.updated', world.stripe.setRefundStatus(refund!.id, 'succeeded'));
+    const event = world.stripe.eventFor('refund.updated', world.stripe.setRefundStatus(refund.id, 'succeeded'));
 
     // A real process: it serves until SIGTERM. Port 0: the server takes a free port and prints it.
     await world.release();
@@ -223,7 +223,7 @@ describe.each(postgresOnly)('incident 7, store on $name', (backend) => {
             const r = await gate.query<{ n: number }>(
               `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%recon.operations%'`,
             );
-            if (Number(r.rows[0]!.n) >= 2) return;
+            if (Number(r.rows[0].n) >= 2) return;
             await sleep(25);
           }
           throw new Error('the two workers never reached their first claim');
@@ -237,16 +237,16 @@ describe.each(postgresOnly)('incident 7, store on $name', (backend) => {
     };
 
     const [a, b] = await pass();
-    const idsA = a!.decisions.map((d) => d.id);
-    const idsB = b!.decisions.map((d) => d.id);
-    expect(a!.errors.concat(b!.errors)).toEqual([]);
+    const idsA = a.decisions.map((d) => d.id);
+    const idsB = b.decisions.map((d) => d.id);
+    expect(a.errors.concat(b.errors)).toEqual([]);
     expect(idsA.filter((id) => idsB.includes(id))).toEqual([]);
     expect(new Set([...idsA, ...idsB]).size).toBe(N);
     expect(idsA.length + idsB.length).toBe(N);
     // Both workers took part (claims are shared, not serialised behind one worker).
     expect(idsA.length).toBeGreaterThan(0);
     expect(idsB.length).toBeGreaterThan(0);
-    for (const d of [...a!.decisions, ...b!.decisions]) {
+    for (const d of [...a.decisions, ...b.decisions]) {
       if (committed.has(d.id)) expect(d).toMatchObject({ decision: 'confirm', state: 'confirmed' });
       else expect(d).toMatchObject({ decision: 'wait', state: 'outcome_unknown' });
     }
@@ -254,7 +254,7 @@ describe.each(postgresOnly)('incident 7, store on $name', (backend) => {
 
     await sleep(PAST_WINDOW_MS);
     const [c, e] = await pass();
-    const retried = [...c!.decisions, ...e!.decisions];
+    const retried = [...c.decisions, ...e.decisions];
     expect(retried.map((x) => x.id).sort()).toEqual(ops.filter((o) => !committed.has(o.id)).map((o) => o.id));
     for (const x of retried) expect(x).toMatchObject({ decision: 'retry', state: 'confirmed' });
 

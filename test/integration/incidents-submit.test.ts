@@ -54,7 +54,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     expect(detail.operation.state).toBe('confirmed');
     expect(detail.attempts).toHaveLength(1);
     expect(detail.provider_transactions).toEqual([
-      expect.objectContaining({ provider_id: ledger[0]!.id, linked_via: 'lookup' }),
+      expect.objectContaining({ provider_id: ledger[0].id, linked_via: 'lookup' }),
     ]);
     expect(detail.observations.map((o) => o.result)).toEqual(['found']);
     expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
@@ -86,7 +86,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     expectExit(await world.recon(['ops', 'submit', 'refund:ord_2', '--json']), 4);
     const ledger = world.stripe.refunds({ payment_intent: pi.payment_intent });
     expect(ledger).toHaveLength(1);
-    expect(ledger[0]!.amount).toBe(2000);
+    expect(ledger[0].amount).toBe(2000);
   });
 
   it('4. a request that never arrived is retried after the window with the original key: one refund', async () => {
@@ -124,7 +124,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     expect(detail.operation.state).toBe('confirmed');
     expect(detail.attempts.map((a) => a.idempotency_key)).toEqual(['refund:ord_4', 'refund:ord_4']);
     expect(detail.attempts.map((a) => a.outcome)).toEqual(['unknown', 'confirmed']);
-    expect(detail.provider_transactions).toEqual([expect.objectContaining({ provider_id: ledger[0]!.id })]);
+    expect(detail.provider_transactions).toEqual([expect.objectContaining({ provider_id: ledger[0].id })]);
     expect(detail.events.filter((e) => e.kind === 'retry.authorised').map((e) => e.rule)).toEqual(['not_found.retry']);
   });
 

@@ -248,8 +248,8 @@ describe.each(backends)('recon stats on $name', (backend: Backend) => {
       value: 100,
     });
     expect(ttr.samples).toContainEqual({ name: 'recon_time_to_reconciliation_seconds_count', labels: {}, value: 101 });
-    expect(families.get('recon_escalations')!.samples[0]!.value).toBe(4);
-    expect(families.get('recon_duplicate_actions')!.samples[0]!.value).toBe(2);
+    expect(families.get('recon_escalations')!.samples[0].value).toBe(4);
+    expect(families.get('recon_duplicate_actions')!.samples[0].value).toBe(2);
   });
 
   it('recon stats --json and --format prometheus through the CLI give the same numbers', async () => {

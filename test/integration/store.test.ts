@@ -201,7 +201,7 @@ describe.runIf(backends.some((b) => b.name === 'postgres'))('store on postgres: 
     const url = await pgBackend.url();
     const dbs = await Promise.all([openStore(url), openStore(url), openStore(url), openStore(url)]);
     try {
-      const rows = await dbs[0]!.query<{ version: number }>(
+      const rows = await dbs[0].query<{ version: number }>(
         'SELECT version FROM recon.schema_migrations ORDER BY version',
       );
       expect(rows.rows.map((r) => r.version)).toEqual(loadMigrations().map((m) => m.version));

@@ -33,7 +33,7 @@ import { outcome, setDepsFactory } from '../../commands/support/action.js';
 import { createDeps } from '../../commands/support/deps.js';
 import type { IO } from '../../commands/support/io.js';
 import type { Db } from '../../src/store/db.js';
-import { cleanEnv, ROOT, type CliOptions, type CliResult } from './cli.js';
+import { cleanEnv, ROOT, type CliOptions, type CliResult, type JsonDoc } from './cli.js';
 
 export interface InProcessOptions extends CliOptions {
   /** The clock the command's core sees (Deps.now); default the real one. */
@@ -90,8 +90,10 @@ async function runNow(args: string[], opts: InProcessOptions): Promise<CliResult
   });
 
   // commander's help/usage errors and main()'s error lines go to process.stdout/stderr.
-  const stdoutWrite = process.stdout.write;
-  const stderrWrite = process.stderr.write;
+  const { stdout: out, stderr: err } = process;
+  // Saved to be put back as they were, never called detached.
+  // eslint-disable-next-line @typescript-eslint/unbound-method
+  const [stdoutWrite, stderrWrite] = [out.write, err.write];
   const capture =
     (into: Buffered) =>
     (chunk: string | Uint8Array, ...rest: unknown[]): boolean => {
@@ -111,22 +113,22 @@ async function runNow(args: string[], opts: InProcessOptions): Promise<CliResult
   // main() reads DEBUG from the process (to print stacks); mirror the run's environment.
   if (env.DEBUG === undefined) delete process.env.DEBUG;
   else process.env.DEBUG = env.DEBUG;
-  process.stdout.write = capture(io.out) as typeof process.stdout.write;
-  process.stderr.write = capture(io.err) as typeof process.stderr.write;
+  process.stdout.write = capture(io.out);
+  process.stderr.write = capture(io.err);
   let code: number;
   try {
     await main(['node', 'recon', ...args]);
     code = typeof process.exitCode === 'number' ? process.exitCode : Number(process.exitCode ?? 0);
   } finally {
-    process.stdout.write = stdoutWrite;
-    process.stderr.write = stderrWrite;
+    out.write = stdoutWrite;
+    err.write = stderrWrite;
     process.exitCode = exitCodeBefore;
     process.chdir(cwdBefore);
     if (debugBefore === undefined) delete process.env.DEBUG;
     else process.env.DEBUG = debugBefore;
   }
   const stdout = io.out.text;
-  let json: any;
+  let json: JsonDoc;
   try {
     json = stdout.trim() ? JSON.parse(stdout) : undefined;
   } catch {

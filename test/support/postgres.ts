@@ -57,7 +57,7 @@ export function findPgBin(): PgBin {
     ? fs.readdirSync(root).filter((v) => fs.existsSync(path.join(root, v, 'bin', 'postgres')))
     : [];
   versions.sort((a, b) => Number(b) - Number(a));
-  if (versions.length > 0) return { dir: path.join(root, versions[0]!, 'bin'), source: 'system' };
+  if (versions.length > 0) return { dir: path.join(root, versions[0], 'bin'), source: 'system' };
   let embedded: string;
   try {
     embedded = embeddedPgBin();
@@ -187,7 +187,7 @@ export async function startPostgres(): Promise<PostgresServer> {
   }
   const run = (cmd: string, args: string[]) =>
     asRoot
-      ? runCommand('runuser', ['-u', 'postgres', '--', path.join(bin, cmd), ...args])
+      ? runCommand(runuserPath(), ['-u', 'postgres', '--', path.join(bin, cmd), ...args])
       : runCommand(path.join(bin, cmd), args);
 
   try {
@@ -215,9 +215,9 @@ export async function startPostgres(): Promise<PostgresServer> {
         // server on the way out rather than leave it running.
         const onExit = () => {
           const [cmd, args] = asRoot
-            ? ['runuser', ['-u', 'postgres', '--', path.join(bin, 'pg_ctl'), ...stopArgs]]
+            ? [runuserPath(), ['-u', 'postgres', '--', path.join(bin, 'pg_ctl'), ...stopArgs]]
             : [path.join(bin, 'pg_ctl'), stopArgs];
-          spawnSync(cmd as string, args as string[], { stdio: 'ignore', cwd: os.tmpdir() });
+          spawnSync(cmd, args, { stdio: 'ignore', cwd: os.tmpdir() });
           fs.rmSync(dir, { recursive: true, force: true });
         };
         process.once('exit', onExit);
@@ -269,8 +269,20 @@ export async function createDatabase(
   return url.toString();
 }
 
+/**
+ * util-linux's `runuser` lives in /usr/sbin or /sbin, which a PATH limited to the basics
+ * (`PATH=/usr/bin:/bin`, as in a fresh container shell or cron) leaves out.
+ */
+function runuserPath(): string {
+  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/sbin', '/usr/bin', '/bin'];
+  for (const dir of dirs) {
+    if (dir && fs.existsSync(path.join(dir, 'runuser'))) return path.join(dir, 'runuser');
+  }
+  throw new Error('running the tests as root needs util-linux runuser (to start PostgreSQL as the postgres user)');
+}
+
 function canRunAs(user: string, binary: string): boolean {
-  const r = spawnSync('runuser', ['-u', user, '--', binary, '--version'], { stdio: 'ignore', cwd: os.tmpdir() });
+  const r = spawnSync(runuserPath(), ['-u', user, '--', binary, '--version'], { stdio: 'ignore', cwd: os.tmpdir() });
   return r.status === 0;
 }
 
