@@ -242,7 +242,7 @@ describe.each(backends)('migration 0003 on $name', (backend) => {
     try {
       for (const f of fs.readdirSync(migrationsDir()).filter((f) => f < '0003'))
         fs.copyFileSync(path.join(migrationsDir(), f), path.join(dir, f));
-      const db = await openStore(await backend.url(), { autoMigrate: false, requireCurrent: false });
+      const db = await openStore(await backend.emptyUrl(), { autoMigrate: false, requireCurrent: false });
       try {
         await migrate(db, { dir });
         await db.query(

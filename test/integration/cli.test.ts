@@ -15,7 +15,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import { openStore } from '../../src/store/open.js';
-import { backends, removeTempStores } from '../support/backends.js';
+import { backends, embeddedBackend, removeTempStores } from '../support/backends.js';
 import { BIN, cleanEnv, recon, ROOT, type CliOptions, type CliResult, type JsonDoc } from '../support/cli.js';
 import { runInProcess } from '../support/in-process.js';
 
@@ -469,7 +469,8 @@ describe('recon init', () => {
 
   it('migrates the store the existing config names', async () => {
     const dir = tempDir();
-    const storeDir = path.join(tempDir(), 'db');
+    // A store without recon's schema (initdb done: that part is PGlite's, and takes seconds).
+    const storeDir = (await embeddedBackend.emptyUrl()).slice('pglite:'.length);
     fs.writeFileSync(path.join(dir, 'recon.config.json'), JSON.stringify({ db: `pglite:${storeDir}`, providers: {} }));
     const r = await runInProcess(['init', '--json'], { cwd: dir });
     expect(r.code, r.stderr).toBe(0);
@@ -482,7 +483,7 @@ describe('recon init', () => {
 describe('the embedded store lock', () => {
   it('a second process gets exit 6 naming the holder while one holds the store', async () => {
     const dir = tempDir();
-    const url = `pglite:${path.join(dir, 'db')}`;
+    const url = await embeddedBackend.migratedUrl();
     const db = await openStore(url);
     try {
       const r = await recon(['--db', url, 'ops', 'list', '--json'], { cwd: dir });

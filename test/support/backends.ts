@@ -17,6 +17,12 @@ export interface Backend {
   name: 'pglite' | 'postgres';
   /** The URL of a new, empty store (a temp folder, or a fresh database on the run's server). */
   url(): Promise<string>;
+  /**
+   * The URL of a new store without recon's schema, ready at once: on PGlite a copy of a data folder
+   * that has been through initdb only (url() names a folder that does not exist yet, and its first
+   * open runs initdb, which takes seconds). For migration tests; url() for tests of store creation.
+   */
+  emptyUrl(): Promise<string>;
   /** The URL of a new store already at the latest schema (closed; open it yourself or pass it to the CLI). */
   migratedUrl(): Promise<string>;
   /** Opens a new store at the latest schema; with `opts`, opens a new empty store with those options. */
@@ -56,6 +62,13 @@ const pglite: Backend = {
   async url() {
     return `pglite:${tempStoreFolder()}`;
   },
+  async emptyUrl() {
+    const template = inject('pgliteEmptyTemplate');
+    if (!template) return this.url();
+    const folder = tempStoreFolder();
+    fs.cpSync(template, folder, { recursive: true });
+    return `pglite:${folder}`;
+  },
   async migratedUrl() {
     const template = await migratedPgliteTemplate();
     const folder = tempStoreFolder();
@@ -78,6 +91,9 @@ const postgres: Backend = {
   async url() {
     return createDatabase(serverUrl());
   },
+  async emptyUrl() {
+    return this.url();
+  },
   async migratedUrl() {
     // A copy of the run's migrated template database, else a new database migrated here.
     const template = inject('pgTemplate');
@@ -97,3 +113,6 @@ if (selected && selected !== 'pglite' && selected !== 'postgres') {
 }
 
 export const backends: Backend[] = [pglite, postgres].filter((b) => !selected || b.name === selected);
+
+/** The embedded backend whatever RECON_TEST_BACKEND says, for tests about the embedded store itself (its lock, `recon init`). */
+export const embeddedBackend: Backend = pglite;
