@@ -10,6 +10,7 @@ import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
 import { renderTable } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 export interface LookupOptions {
   key?: string;
@@ -100,11 +101,11 @@ async function renderLookup(deps: Deps, l: LookupResult): Promise<void> {
   const rows = (list: ProviderTxn[], kind: string) =>
     list.map((t) => [
       kind,
-      t.provider_id,
-      t.status,
-      `${t.amount ?? ''} ${t.currency ?? ''}`.trim(),
-      t.operation_id ?? '',
-      t.client_reference ?? '',
+      printable(t.provider_id),
+      printable(t.status),
+      `${t.amount ?? ''} ${printable(t.currency)}`.trim(),
+      printable(t.operation_id),
+      printable(t.client_reference),
       t.created?.toISOString() ?? '',
     ]);
   const all = [...rows(l.matches, 'match'), ...rows(l.candidates, 'candidate (no recon metadata)')];
@@ -113,5 +114,5 @@ async function renderLookup(deps: Deps, l: LookupResult): Promise<void> {
       deps.io,
       await renderTable(deps.io, ['', 'provider id', 'status', 'amount', 'operation', 'client ref', 'created'], all),
     );
-  info(deps.io, `lookup: ${l.result}${l.error ? ` (${l.error})` : ''}`);
+  info(deps.io, `lookup: ${l.result}${l.error ? ` (${printable(l.error)})` : ''}`);
 }

@@ -9,6 +9,7 @@ import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println, type IO } from './support/io.js';
 import { renderTable, styleFor } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 export interface ListOptions {
   state?: string;
@@ -78,15 +79,15 @@ export async function runList(o: ListOptions, deps: Deps): Promise<void> {
 export async function renderOperations(io: IO, json: OperationJson[], now: Date): Promise<string> {
   const s = await styleFor(io);
   const rows = json.map((op) => [
-    op.id,
-    op.provider,
-    op.action,
+    printable(op.id),
+    printable(op.provider),
+    printable(op.action),
     s.state(op.state),
-    op.amount === null ? '' : `${op.amount} ${op.currency ?? ''}`.trim(),
+    op.amount === null ? '' : `${op.amount} ${printable(op.currency)}`.trim(),
     op.attempt_count,
     formatDuration(now.getTime() - Date.parse(op.created_at)),
-    op.provider_txn_ids.join(' '),
-    op.review_reason ?? '',
+    printable(op.provider_txn_ids.join(' ')),
+    printable(op.review_reason),
   ]);
   return renderTable(
     io,

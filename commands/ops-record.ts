@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { recordOperations, type RecordedOperation } from '../src/core/record.js';
 import { parseOperationsText, validateOperation } from '../src/core/validate.js';
 import { NotFoundError, UsageError } from '../src/errors.js';
+import { validatePayloads } from '../src/providers/validate.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println, readAll } from './support/io.js';
@@ -39,7 +40,9 @@ export async function runRecord(o: RecordOptions, deps: Deps): Promise<void> {
   // A provider whose secret is not set here can still be recorded for; it is needed only to submit.
   const providers = [...Object.keys(config.providers), ...Object.keys(config.unavailable ?? {})];
   const raw = parseOperationsText(text, source);
-  const inputs = raw.map((r, i) => validateOperation(r, providers, raw.length > 1 ? `${source}[${i}]: ` : ''));
+  const where = (i: number) => (raw.length > 1 ? `${source}[${i}]: ` : '');
+  const inputs = raw.map((r, i) => validateOperation(r, providers, where(i)));
+  await validatePayloads(config, inputs, where);
   const recorded = await recordOperations(await deps.core(), inputs);
   await render(deps, recorded);
 }

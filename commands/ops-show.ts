@@ -5,6 +5,7 @@ import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { printJson, println } from './support/io.js';
 import { renderTable, styleFor } from './support/style.js';
+import { printable as p } from './support/terminal.js';
 
 export function register(ops: Command): void {
   ops
@@ -29,10 +30,10 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
   const s = await styleFor(deps.io);
   const op = d.operation;
   const lines = [
-    `${s.bold(op.id)}  ${s.state(op.state)}${op.review_reason ? `  (review: ${op.review_reason})` : ''}`,
-    `  provider   ${op.provider} ${op.action}    key ${op.idempotency_key}${op.client_reference ? `    client ref ${op.client_reference}` : ''}`,
-    `  amount     ${op.amount ?? '-'} ${op.currency ?? ''}    attempts ${op.attempt_count}    payload ${op.payload_hash.slice(0, 12)}…`,
-    `  created    ${op.created_at}${op.resolved_at ? `    resolved ${op.resolved_at}` : ''}${op.assignee ? `    assignee ${op.assignee}` : ''}`,
+    `${s.bold(p(op.id))}  ${s.state(op.state)}${op.review_reason ? `  (review: ${p(op.review_reason)})` : ''}`,
+    `  provider   ${p(op.provider)} ${p(op.action)}    key ${p(op.idempotency_key)}${op.client_reference ? `    client ref ${p(op.client_reference)}` : ''}`,
+    `  amount     ${op.amount ?? '-'} ${p(op.currency)}    attempts ${op.attempt_count}    payload ${op.payload_hash.slice(0, 12)}…`,
+    `  created    ${op.created_at}${op.resolved_at ? `    resolved ${op.resolved_at}` : ''}${op.assignee ? `    assignee ${p(op.assignee)}` : ''}`,
   ];
   println(deps.io, lines.join('\n'));
   if (d.provider_transactions.length) {
@@ -43,11 +44,11 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
         deps.io,
         ['provider id', 'status', 'amount', 'linked via', 'by', 'at'],
         d.provider_transactions.map((t) => [
-          t.provider_id,
-          t.status,
-          `${t.amount ?? ''} ${t.currency ?? ''}`.trim(),
-          t.linked_via,
-          t.linked_by,
+          p(t.provider_id),
+          p(t.status),
+          `${t.amount ?? ''} ${p(t.currency)}`.trim(),
+          p(t.linked_via),
+          p(t.linked_by),
           t.linked_at.toISOString(),
         ]),
       ),
@@ -62,12 +63,12 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
         ['#', 'key', 'started', 'ended', 'outcome', 'error', 'request id'],
         d.attempts.map((a) => [
           a.number,
-          a.idempotency_key,
+          p(a.idempotency_key),
           a.started_at.toISOString(),
           a.ended_at?.toISOString() ?? '(in flight)',
           a.outcome ?? '',
-          a.error_class ?? '',
-          a.provider_request_id ?? '',
+          p(a.error_class),
+          p(a.provider_request_id),
         ]),
       ),
     );
@@ -83,7 +84,7 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
     const detail = summarize(e.detail);
     println(
       deps.io,
-      `  ${s.dim(e.at.toISOString())}  ${String(e.seq).padStart(3)}  ${e.kind.padEnd(20)} ${move}${e.rule ? s.dim(`  [${e.rule}]`) : ''}  ${s.dim(e.actor)}${detail ? `\n${' '.repeat(31)}${s.dim(detail)}` : ''}`,
+      `  ${s.dim(e.at.toISOString())}  ${String(e.seq).padStart(3)}  ${p(e.kind).padEnd(20)} ${move}${e.rule ? s.dim(`  [${p(e.rule)}]`) : ''}  ${s.dim(p(e.actor))}${detail ? `\n${' '.repeat(31)}${s.dim(detail)}` : ''}`,
     );
   }
 }
@@ -93,7 +94,7 @@ function summarize(detail: Record<string, unknown>): string {
   for (const [k, v] of Object.entries(detail)) {
     if (v === null || v === undefined || k === 'payload_hash') continue;
     const text = typeof v === 'string' ? v : JSON.stringify(v);
-    parts.push(`${k}=${text.length > 80 ? text.slice(0, 77) + '…' : text}`);
+    parts.push(p(`${k}=${text.length > 80 ? text.slice(0, 77) + '…' : text}`));
   }
   return parts.join('  ');
 }

@@ -1,13 +1,14 @@
 import type { Command } from 'commander';
 import { formatDuration } from '../src/core/durations.js';
-import { resolveReview, type ReviewOutcome } from '../src/core/human.js';
+import { checkResolve, resolveReview, type ReviewOutcome } from '../src/core/human.js';
 import { getOperation, listOperations } from '../src/core/repo.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
-import { NotFoundError, UsageError } from '../src/errors.js';
+import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import { info, printJson, println } from './support/io.js';
 import { renderTable } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 const OUTCOMES: ReviewOutcome[] = ['confirmed', 'failed', 'cancelled'];
 
@@ -41,13 +42,13 @@ export function register(program: Command): void {
             deps.io,
             ['id', 'provider', 'amount', 'reason', 'assignee', 'waiting', 'provider txns'],
             json.map((o) => [
-              o.id,
-              o.provider,
-              `${o.amount ?? ''} ${o.currency ?? ''}`.trim(),
-              o.review_reason,
-              o.assignee,
+              printable(o.id),
+              printable(o.provider),
+              `${o.amount ?? ''} ${printable(o.currency)}`.trim(),
+              printable(o.review_reason),
+              printable(o.assignee),
               formatDuration(now - Date.parse(o.updated_at)),
-              o.provider_txn_ids.join(' '),
+              printable(o.provider_txn_ids.join(' ')),
             ]),
           ),
         );
@@ -58,34 +59,39 @@ export function register(program: Command): void {
     .description('record a human decision on a needs_review operation')
     .argument('<id>', 'operation id')
     .requiredOption('--outcome <outcome>', `one of ${OUTCOMES.join(', ')}`)
-    .option('--txn <txn>', 'the provider transaction that is the real one (fetched and linked)')
+    .option('--txn <txn>', 'the provider transaction that is the real one (fetched, checked and linked)')
     .requiredOption('--note <text>', 'what was decided and why (goes into the audit trail)')
+    .option(
+      '--force',
+      'resolve even though the provider disagrees (amount, currency, a transaction it holds); needs --reason',
+    )
+    .option('--reason <text>', 'why, for the audit trail (required with --force)')
     .addHelpText(
       'after',
       '\nExample:\n  $ recon review resolve refund:ord_1042 --outcome confirmed --txn re_123 --note "second refund reversed in dashboard, see FIN-22"',
     )
     .action(
-      action<{ outcome: string; txn?: string; note: string }>(async ([rawId], opts, deps) => {
-        if (!OUTCOMES.includes(opts.outcome as ReviewOutcome))
-          throw new UsageError(`--outcome: "${opts.outcome}" is not one of ${OUTCOMES.join(', ')}`);
-        const core = await deps.core();
-        const id = validateId(rawId);
-        let txn;
-        let provider;
-        if (opts.txn) {
-          const op = await getOperation(core.db, id);
-          provider = await deps.provider(op.provider);
-          txn = await provider.get(opts.txn);
-          if (!txn) throw new NotFoundError(`transaction ${opts.txn} not found at provider ${op.provider}`);
-        }
-        const op = await resolveReview(core, id, {
-          outcome: opts.outcome as ReviewOutcome,
-          note: opts.note,
-          txn: txn ?? undefined,
-          provider,
-        });
-        if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [op]))[0]);
-        else info(deps.io, `${op.id}: ${op.state} (by ${core.actor})`);
-      }),
+      action<{ outcome: string; txn?: string; note: string; force?: boolean; reason?: string }>(
+        async ([rawId], opts, deps) => {
+          if (!OUTCOMES.includes(opts.outcome as ReviewOutcome))
+            throw new UsageError(`--outcome: "${opts.outcome}" is not one of ${OUTCOMES.join(', ')}`);
+          if (opts.force && !opts.reason)
+            throw new UsageError('--reason: required with --force (it goes into the audit trail)');
+          const core = await deps.core();
+          const id = validateId(rawId);
+          const provider = await deps.provider((await getOperation(core.db, id)).provider);
+          const check = await checkResolve(core, provider, id, {
+            outcome: opts.outcome as ReviewOutcome,
+            txnId: opts.txn,
+          });
+          const op = await resolveReview(core, provider, check, {
+            note: opts.note,
+            force: opts.force,
+            reason: opts.reason,
+          });
+          if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [op]))[0]);
+          else info(deps.io, `${op.id}: ${op.state} (by ${core.actor})`);
+        },
+      ),
     );
 }

@@ -1,12 +1,14 @@
 import { rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { runMetrics } from '../src/core/metrics.js';
+import { failedRunMetrics, runMetrics } from '../src/core/metrics.js';
 import { runPass, type RunSummary } from '../src/core/run.js';
+import { exitCodeOf } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
 import { renderTable, styleFor } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 export interface RunCommandOptions {
   provider?: string;
@@ -43,6 +45,22 @@ Examples:
 }
 
 export async function runCommand(o: RunCommandOptions, deps: Deps): Promise<number> {
+  try {
+    return await runAndReport(o, deps);
+  } catch (err) {
+    // The metrics file says this pass failed (a lost store: exit 6) rather than keep the last
+    // good pass's figures; the error itself goes on to bin/main.ts (message, --json document).
+    if (o.metricsFile && !o.dryRun) {
+      const exitCode = exitCodeOf(err);
+      await writeAtomically(o.metricsFile, failedRunMetrics({ exitCode, storeUp: exitCode !== 6 }, deps.now())).catch(
+        () => undefined,
+      );
+    }
+    throw err;
+  }
+}
+
+async function runAndReport(o: RunCommandOptions, deps: Deps): Promise<number> {
   const core = await deps.core();
   const progress = deps.io.isStderrTTY && !deps.io.quiet && !deps.globals.json;
   let lastDraw = 0;
@@ -84,11 +102,11 @@ async function render(deps: Deps, s: RunSummary): Promise<void> {
       await renderTable(
         deps.io,
         ['operation', 'decision', 'rule', 'state', 'why'],
-        s.decisions.map((d) => [d.id, d.decision, d.rule, st.state(d.state), d.explanation]),
+        s.decisions.map((d) => [printable(d.id), d.decision, d.rule, st.state(d.state), printable(d.explanation)]),
       ),
     );
   }
-  for (const e of s.errors) info(deps.io, `error: ${e.id}: ${e.error}`);
+  for (const e of s.errors) info(deps.io, `error: ${printable(e.id)}: ${printable(e.error)}`);
   const line = `${s.dry_run ? 'dry run: ' : ''}claimed ${s.claimed}: confirmed ${s.confirmed}, failed ${s.failed}, pending ${s.pending}, retried ${s.retried}, escalated ${s.escalated}, waiting ${s.waiting}, unavailable ${s.unavailable} (${s.duration_ms} ms)`;
   info(deps.io, line);
   if (s.needs_review_total)

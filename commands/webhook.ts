@@ -3,6 +3,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
 import { ingestWebhook, type IngestResult } from '../src/core/webhooks.js';
+import { redact } from '../src/config/redact.js';
+import { parseDuration } from '../src/core/durations.js';
 import { NotFoundError, ReconError, UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
@@ -47,11 +49,16 @@ export function register(program: Command): void {
     .requiredOption('--port <n>', 'port to listen on (0: any free port, printed on start)', parsePort)
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--provider <name>', 'provider for requests to / (default: the only provider with a webhook secret)')
+    .option('--body-timeout <duration>', 'time allowed to receive a request body; slower gets 408', '10s')
     .addHelpText(
       'after',
-      '\nResponds 400 to a bad signature, 200 to a duplicate, 200 when applied.\n\nExample:\n  $ recon webhook serve --port 8787 --provider stripe',
+      '\nResponds 400 to a bad signature, 200 to a duplicate, 200 when applied; 413 to a body over 1 MiB, 408 to a body slower than --body-timeout, 404 to an unknown provider.\n\nExample:\n  $ recon webhook serve --port 8787 --provider stripe',
     )
-    .action(action<{ port: number; host: string; provider?: string }>(async (_a, opts, deps) => serve(opts, deps)));
+    .action(
+      action<{ port: number; host: string; provider?: string; bodyTimeout: string }>(async (_a, opts, deps) =>
+        serve(opts, deps),
+      ),
+    );
 }
 
 /** A TCP port; 0 asks the system for a free one (what tests use: no port chosen then taken by another). */
@@ -65,7 +72,60 @@ function describe(r: IngestResult): string {
   return `${r.event_id} (${r.type}): ${r.operation_id} ${r.effect}${r.state ? ` → ${r.state}` : ''}`;
 }
 
-async function serve(opts: { port: number; host: string; provider?: string }, deps: Deps): Promise<void> {
+/** Webhook bodies are small JSON events (Stripe's are a few KiB); anything larger is refused unread. */
+export const MAX_WEBHOOK_BODY_BYTES = 1024 * 1024;
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Reads a request body of at most `limit` bytes within `timeoutMs`: an announced Content-Length
+ * over the limit is refused before a byte is read (413), a body that grows past it is refused as
+ * soon as it does, and one that trickles in too slowly gets 408. The bytes are never kept past the cap.
+ */
+export function readBody(req: http.IncomingMessage, limit: number, timeoutMs: number): Promise<string> {
+  const announced = Number(req.headers['content-length']);
+  if (Number.isFinite(announced) && announced > limit) {
+    return Promise.reject(new HttpError(413, `body over ${limit} bytes`));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const finish = (err: HttpError | null) => {
+      clearTimeout(timer);
+      req.removeListener('data', onData);
+      req.removeListener('end', onEnd);
+      req.removeListener('error', onError);
+      if (err) {
+        req.pause();
+        reject(err);
+      } else resolve(Buffer.concat(chunks).toString('utf8'));
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) return finish(new HttpError(413, `body over ${limit} bytes`));
+      chunks.push(chunk);
+    };
+    const onEnd = () => finish(null);
+    const onError = () => finish(new HttpError(400, 'request aborted'));
+    const timer = setTimeout(() => finish(new HttpError(408, `body not received within ${timeoutMs} ms`)), timeoutMs);
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+  });
+}
+
+async function serve(
+  opts: { port: number; host: string; provider?: string; bodyTimeout: string },
+  deps: Deps,
+): Promise<void> {
+  const bodyTimeoutMs = parseDuration(opts.bodyTimeout, '--body-timeout');
   const core = await deps.core();
   const config = await deps.config();
   const fallback =
@@ -73,26 +133,53 @@ async function serve(opts: { port: number; host: string; provider?: string }, de
     Object.entries(config.providers).find(([, p]) => (p as { webhookSecret?: string }).webhookSecret)?.[0];
   const server = http.createServer(async (req, res) => {
     const reply = (status: number, body: unknown) => {
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(body));
+      if (res.headersSent) return;
+      // After a refused body the rest of the request is not read: close the connection rather
+      // than let Node drain (read) what the client keeps sending.
+      const close = status === 413 || status === 408;
+      res.writeHead(status, { 'content-type': 'application/json', ...(close ? { connection: 'close' } : {}) });
+      res.end(JSON.stringify(body), () => {
+        if (close) req.socket.destroy();
+      });
     };
     try {
       if (req.method !== 'POST') return reply(405, { error: 'POST only' });
       const m = /^\/webhooks\/([^/?]+)/.exec(req.url ?? '');
-      const name = m ? decodeURIComponent(m[1]) : fallback;
+      let name: string | undefined = fallback;
+      if (m) {
+        try {
+          name = decodeURIComponent(m[1]!);
+        } catch {
+          return reply(404, { error: 'unknown provider' });
+        }
+      }
       if (!name) return reply(404, { error: 'no provider: POST /webhooks/PROVIDER' });
+      // Only configured providers, by own property: a name from the URL is never a key of Object.prototype.
+      if (!Object.hasOwn(config.providers, name)) return reply(404, { error: 'unknown provider' });
       const provider = await deps.provider(name);
-      const body = await readAll(req);
+      if (!provider.parseWebhook) return reply(404, { error: 'unknown provider' });
+      const body = await readBody(req, MAX_WEBHOOK_BODY_BYTES, bodyTimeoutMs);
       const sig = req.headers['stripe-signature'] ?? req.headers['x-signature'];
       const r = await ingestWebhook(core, provider, body, Array.isArray(sig) ? sig[0] : sig);
       info(deps.io, describe(r));
       reply(200, r);
     } catch (err) {
-      const status = err instanceof UsageError ? 400 : err instanceof ReconError && err.exitCode === 3 ? 404 : 500;
-      info(deps.io, `webhook rejected (${status}): ${(err as Error).message}`);
-      reply(status, { error: (err as Error).message });
+      // The client gets a fixed text per status; the details (redacted) go to our own stderr only.
+      const status =
+        err instanceof HttpError
+          ? err.status
+          : err instanceof UsageError
+            ? 400
+            : err instanceof ReconError && err.exitCode === 3
+              ? 404
+              : 500;
+      info(deps.io, redact(`webhook rejected (${status}): ${(err as Error).message}`));
+      reply(status, { error: CLIENT_ERRORS[status] ?? 'internal error' });
     }
   });
+  // Slow headers are Node's to time out (headersTimeout); slow bodies are readBody's.
+  server.headersTimeout = Math.min(server.headersTimeout, bodyTimeoutMs + 1000);
+  server.requestTimeout = bodyTimeoutMs * 2;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host, () => resolve());
@@ -106,3 +193,11 @@ async function serve(opts: { port: number; host: string; provider?: string }, de
     process.once('SIGTERM', stop);
   });
 }
+
+const CLIENT_ERRORS: Record<number, string> = {
+  400: 'invalid webhook: bad signature or malformed event',
+  404: 'unknown provider',
+  408: 'request body timeout',
+  413: `body too large (limit ${MAX_WEBHOOK_BODY_BYTES} bytes)`,
+  500: 'internal error',
+};

@@ -213,6 +213,13 @@ export interface Provider {
   type: string;
   capabilities: ProviderCapabilities;
   submit(req: SubmitRequest): Promise<SubmitResult>;
+  /**
+   * Throws UsageError (naming the field and the fix) when the adapter could not send this action
+   * and payload. Pure, no I/O: run by `ops record` (nothing is written) and again in the claim
+   * transaction of every attempt (nothing is claimed), so a payload the adapter cannot send never
+   * becomes an attempt, let alone an unknown outcome.
+   */
+  validatePayload?(req: SubmitRequest): void;
   lookup(query: LookupQuery): Promise<LookupResult>;
   /** Fetch one transaction by provider id; null when the provider says 404. */
   get(providerId: string): Promise<ProviderTxn | null>;

@@ -16,9 +16,19 @@ export function newOwnerToken(actor: string): string {
   return `${actor}/${process.pid}/${Math.random().toString(36).slice(2, 10)}`;
 }
 
+/**
+ * A claimed operation, with the lease it had before this claim: a `submitting` one whose lease
+ * expired was left by a crashed worker, and its `lease.expired` event records when that lease
+ * expired (the row itself now holds the new lease).
+ */
+export type ClaimedOperation = Operation & { previous_lease_expires_at?: Date | null };
+
 export interface RunClaimOptions {
   owner: string;
+  /** The lease of operations whose provider has none in `leaseMsByProvider`. */
   leaseMs: number;
+  /** Each provider's own `lease`: a worker killed mid-pass blocks an operation for its provider's lease only. */
+  leaseMsByProvider?: Map<string, number>;
   now: Date;
   limit: number;
   provider?: string;
@@ -38,7 +48,7 @@ export interface RunClaimOptions {
  * first, so a backlog drains in order. Operations backing off after `unavailable` are skipped
  * until their next_check_at.
  */
-export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Operation[]> {
+export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<ClaimedOperation[]> {
   // `checkedBefore` reads a column of the claimed row itself (last_checked_at, set in the same
   // transaction as the decision). Under READ COMMITTED, a row that another worker handled and
   // released while this statement ran is locked on its newest version and the WHERE clause is
@@ -47,7 +57,7 @@ export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Ope
   // `recon run`s decided dozens of operations twice, npm run bench.)
   const r = await q.query(
     `WITH c AS (
-       SELECT id FROM recon.operations
+       SELECT id, lease_expires_at AS previous_lease_expires_at FROM recon.operations
         WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')
           AND state <> 'needs_review'
           AND (lease_expires_at IS NULL OR lease_expires_at <= $1::timestamptz)
@@ -59,9 +69,12 @@ export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Ope
         LIMIT $3::int
         FOR UPDATE SKIP LOCKED)
      UPDATE recon.operations o
-        SET lease_owner = $2::text, lease_expires_at = $1::timestamptz + make_interval(secs => $4::int / 1000.0)
+        SET lease_owner = $2::text,
+            lease_expires_at = $1::timestamptz + make_interval(secs => coalesce(
+              (SELECT l.ms FROM unnest($8::text[], $9::int[]) AS l(provider, ms) WHERE l.provider = o.provider),
+              $4::int) / 1000.0)
        FROM c WHERE o.id = c.id
-     RETURNING o.*`,
+     RETURNING o.*, c.previous_lease_expires_at`,
     [
       o.now.toISOString(),
       o.owner,
@@ -70,10 +83,12 @@ export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Ope
       o.provider ?? null,
       o.exclude ?? [],
       o.checkedBefore?.toISOString() ?? null,
+      [...(o.leaseMsByProvider?.keys() ?? [])],
+      [...(o.leaseMsByProvider?.values() ?? [])],
     ],
   );
   return r.rows
-    .map(rowToOperation)
+    .map(rowToClaimed)
     .sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
 }
 
@@ -93,10 +108,30 @@ export interface AttemptClaim {
 }
 
 /**
+ * The payload is frozen (SPEC §1.3): what would be sent must still hash to the stored
+ * `payload_hash`. Null when it does; else both hashes. A table owner (or anyone with UPDATE on
+ * recon.operations) can change `payload` behind recon's back: without this check the changed
+ * amount was sent and the operation confirmed at its old one (issue 10).
+ */
+export function payloadTampering(op: Pick<Operation, 'payload' | 'payload_hash'>): {
+  recorded: string;
+  found: string;
+} | null {
+  const found = payloadHash(op.payload);
+  return found === op.payload_hash ? null : { recorded: op.payload_hash, found };
+}
+
+/**
  * Phase 1 of an attempt (one transaction): move to `submitting` under our lease, count the attempt
  * and persist the attempt row BEFORE the request is sent, so a crash during the request leaves a
  * record from which the truth is recovered (lease expiry → outcome_unknown → lookup).
  * `from` is `approved` for a first submit, `outcome_unknown` for a retry the rule authorised.
+ *
+ * In the same transaction, before anything is written: the payload is re-checked against its
+ * stored hash (a mismatch commits `needs_review`, reason `payload_tampered`, and throws
+ * RefusedError: nothing is sent), and `check` (the adapter's own validation of what it would
+ * send) may throw, which leaves the operation as it was: an error found before any byte is sent
+ * is never an unknown outcome, and burns no attempt.
  */
 export async function claimAttempt(
   ctx: CoreContext,
@@ -108,11 +143,13 @@ export async function claimAttempt(
     rule: string;
     detail?: Record<string, unknown>;
     heldLease?: string;
+    /** Validates what would be sent (Provider.validatePayload); a throw rolls the claim back. */
+    check?: (op: Operation) => void;
   },
 ): Promise<AttemptClaim> {
   const now = ctx.now();
   const expires = new Date(now.getTime() + o.leaseMs);
-  return ctx.db.transaction(async (tx) => {
+  const claimed = await ctx.db.transaction(async (tx): Promise<AttemptClaim | { tampered: string }> => {
     const current = await lockOperation(tx, id);
     if (current.state !== o.from) {
       throw new RefusedError(
@@ -127,6 +164,21 @@ export async function claimAttempt(
         'lease_held',
       );
     }
+    const tampered = payloadTampering(current);
+    if (tampered) {
+      await transition(tx, id, 'needs_review', {
+        actor: ctx.actor,
+        now,
+        kind: 'attempt.refused',
+        rule: 'claim.payload_tampered',
+        review_reason: 'payload_tampered',
+        detail: { payload_hash_recorded: tampered.recorded, payload_hash_found: tampered.found, nothing_sent: true },
+      });
+      return {
+        tampered: `operation ${id}: its payload no longer matches the payload_hash recorded with it (${tampered.recorded.slice(0, 12)}… vs ${tampered.found.slice(0, 12)}…): it was changed in the store after recording. Nothing was sent; the operation is now needs_review (payload_tampered)`,
+      };
+    }
+    o.check?.(current);
     const attempt = current.attempt_count + 1;
     const { op } = await transition(tx, id, 'submitting', {
       actor: ctx.actor,
@@ -152,6 +204,8 @@ export async function claimAttempt(
       leaseExpiresAt: expires,
     };
   });
+  if ('tampered' in claimed) throw new RefusedError(claimed.tampered, 'payload_tampered');
+  return claimed;
 }
 
 /** Claims one operation for reconciliation (`recon retry`); null when another worker holds it. */
@@ -159,14 +213,19 @@ export async function claimOne(
   q: Queryable,
   id: string,
   o: { owner: string; leaseMs: number; now: Date },
-): Promise<Operation | null> {
+): Promise<ClaimedOperation | null> {
   const r = await q.query(
-    `UPDATE recon.operations
+    `UPDATE recon.operations o
         SET lease_owner = $2::text, lease_expires_at = $3::timestamptz + make_interval(secs => $4::int / 1000.0)
-      WHERE id = $1 AND state IN ('submitting', 'pending', 'outcome_unknown')
-        AND (lease_expires_at IS NULL OR lease_expires_at <= $3::timestamptz)
-      RETURNING *`,
+       FROM (SELECT id, lease_expires_at AS previous_lease_expires_at FROM recon.operations WHERE id = $1 FOR UPDATE) c
+      WHERE o.id = c.id AND o.state IN ('submitting', 'pending', 'outcome_unknown')
+        AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= $3::timestamptz)
+      RETURNING o.*, c.previous_lease_expires_at`,
     [id, o.owner, o.now.toISOString(), o.leaseMs],
   );
-  return r.rows[0] ? rowToOperation(r.rows[0]) : null;
+  return r.rows[0] ? rowToClaimed(r.rows[0]) : null;
+}
+
+function rowToClaimed(row: any): ClaimedOperation {
+  return { ...rowToOperation(row), previous_lease_expires_at: row.previous_lease_expires_at ?? null };
 }

@@ -1,7 +1,9 @@
-import { NotFoundError, RefusedError, UsageError } from '../errors.js';
+import { NotFoundError, ProviderUnavailableError, RefusedError, UsageError } from '../errors.js';
 import type { Operation, Provider, ProviderTxn, State } from '../types.js';
 import type { CoreContext } from './context.js';
 import { getOperation, lockOperation, transactionsOf } from './repo.js';
+import { txnMismatches } from './match.js';
+import { lookupQueryFor } from './reconcile.js';
 import { canTransition } from './states.js';
 import { linkTransaction, transition } from './transition.js';
 
@@ -23,15 +25,9 @@ export async function checkAttach(
   const operation = await getOperation(ctx.db, id);
   const txn = await provider.get(txnId);
   if (!txn) throw new NotFoundError(`transaction ${txnId} not found at provider ${provider.name}`);
-  const problems: string[] = [];
-  if (operation.amount !== null && txn.amount !== null && txn.amount !== operation.amount)
-    problems.push(`amount ${txn.amount} ≠ ${operation.amount}`);
-  if (operation.currency && txn.currency && txn.currency.toLowerCase() !== operation.currency)
-    problems.push(`currency ${txn.currency} ≠ ${operation.currency}`);
-  if (txn.operation_id && txn.operation_id !== operation.id)
-    problems.push(`its recon_operation_id is ${txn.operation_id}`);
+  const problems = txnMismatches(operation, txn);
   const to: State = txn.state;
-  if (!canTransition(operation.state, to)) {
+  if (!canTransition(operation.state, to, { by: 'person' })) {
     throw new RefusedError(
       `operation ${id} is ${operation.state}; attaching a ${txn.status} transaction would make it ${to}, which is not allowed`,
       'state_machine',
@@ -46,13 +42,13 @@ export async function attach(
   check: AttachCheck,
   o: { force?: boolean; reason?: string },
 ): Promise<Operation> {
-  if (check.problems.length && !o.force) {
-    throw new RefusedError(
-      `${check.txn.provider_id} does not match ${check.operation.id}: ${check.problems.join('; ')}; use --force --reason TEXT to attach anyway`,
-      'attach.mismatch',
-    );
-  }
-  if (o.force && !o.reason) throw new UsageError('--reason: required with --force (it goes into the audit trail)');
+  refuseUnlessForced(
+    check.problems,
+    o,
+    `${check.txn.provider_id} does not match ${check.operation.id}`,
+    'attach anyway',
+    'attach.mismatch',
+  );
   const now = ctx.now();
   return ctx.db.transaction(async (tx) => {
     const r = await linkTransaction(tx, provider.name, check.operation.id, check.txn, {
@@ -68,6 +64,7 @@ export async function attach(
     const { op } = await transition(tx, check.operation.id, check.to, {
       actor: ctx.actor,
       now,
+      by: 'person',
       kind: 'attached',
       rule: check.problems.length ? 'human.attach.forced' : 'human.attach',
       detail: {
@@ -119,12 +116,77 @@ export async function escalate(
 
 export type ReviewOutcome = 'confirmed' | 'failed' | 'cancelled';
 
-/** A human decision on a needs_review operation: an audit event with the note and the actor. */
+/** What a person is shown before resolving a review, and why recon would refuse it. */
+export interface ResolveCheck {
+  operation: Operation;
+  outcome: ReviewOutcome;
+  /** `--txn`, fetched from the provider. */
+  txn: ProviderTxn | null;
+  /** Disagreements that refuse the decision unless forced (`--force --reason`). */
+  problems: string[];
+}
+
+/**
+ * The checks of `review resolve` (SPEC §7), the same as `attach`'s: `--outcome confirmed --txn`
+ * fetches the transaction and compares amount, currency and operation metadata; `failed` or
+ * `cancelled` asks the provider whether it holds a transaction for the operation (a refund that
+ * exists did happen). Read-only at the provider.
+ */
+export async function checkResolve(
+  ctx: CoreContext,
+  provider: Provider,
+  id: string,
+  o: { outcome: ReviewOutcome; txnId?: string },
+): Promise<ResolveCheck> {
+  const operation = await getOperation(ctx.db, id);
+  const problems: string[] = [];
+  let txn: ProviderTxn | null = null;
+  if (o.txnId) {
+    txn = await provider.get(o.txnId);
+    if (!txn) throw new NotFoundError(`transaction ${o.txnId} not found at provider ${provider.name}`);
+    problems.push(...txnMismatches(operation, txn));
+    if (o.outcome === 'confirmed' && txn.state !== 'confirmed')
+      problems.push(`status (${txn.status}: ${txn.state}, not confirmed)`);
+  }
+  if (o.outcome !== 'confirmed') {
+    const lookup = await provider.lookup(lookupQueryFor(operation));
+    if (lookup.result === 'unavailable')
+      throw new ProviderUnavailableError(
+        `${provider.name}: cannot check whether it holds a transaction for ${id} (${lookup.error ?? 'unavailable'}); try again, or use --force --reason TEXT`,
+      );
+    const linked = await transactionsOf(ctx.db, id);
+    const held = new Map<string, string>();
+    for (const t of [...lookup.matches, ...linked]) if (t.state !== 'failed') held.set(t.provider_id, t.status);
+    if (held.size)
+      problems.push(
+        `the provider holds ${[...held].map(([pid, status]) => `${pid} (${status})`).join(', ')} for this operation`,
+      );
+  }
+  return { operation, outcome: o.outcome, txn, problems };
+}
+
+/** Refuses (exit 4) when there are problems, unless forced with a reason for the audit trail. */
+export function refuseUnlessForced(
+  problems: string[],
+  o: { force?: boolean; reason?: string },
+  what: string,
+  doIt: string,
+  rule: string,
+): void {
+  if (o.force && !o.reason) throw new UsageError('--reason: required with --force (it goes into the audit trail)');
+  if (problems.length && !o.force)
+    throw new RefusedError(`${what}: ${problems.join('; ')}; use --force --reason TEXT to ${doIt} anyway`, rule);
+}
+
+/** A person's decision on a needs_review operation: an audit event with the note, the actor and any forced problems. */
 export async function resolveReview(
   ctx: CoreContext,
-  id: string,
-  o: { outcome: ReviewOutcome; note: string; txn?: ProviderTxn; provider?: Provider },
+  provider: Provider | undefined,
+  check: ResolveCheck,
+  o: { note: string; force?: boolean; reason?: string },
 ): Promise<Operation> {
+  const id = check.operation.id;
+  refuseUnlessForced(check.problems, o, `${id} cannot be resolved ${check.outcome}`, 'resolve it', 'review.mismatch');
   const now = ctx.now();
   return ctx.db.transaction(async (tx) => {
     const current = await lockOperation(tx, id);
@@ -134,27 +196,29 @@ export async function resolveReview(
         'state_machine',
       );
     }
-    if (o.txn && o.provider) {
-      const r = await linkTransaction(tx, o.provider.name, id, o.txn, { via: 'attach', by: ctx.actor, at: now });
+    if (check.txn && provider) {
+      const r = await linkTransaction(tx, provider.name, id, check.txn, { via: 'attach', by: ctx.actor, at: now });
       if (!r.linked)
         throw new RefusedError(
-          `${o.txn.provider_id} is already linked to operation ${r.existingOperation}`,
+          `${check.txn.provider_id} is already linked to operation ${r.existingOperation}`,
           'attach.linked_elsewhere',
         );
     }
-    if (o.outcome === 'confirmed' && !o.txn && (await transactionsOf(tx, id)).length === 0) {
+    if (check.outcome === 'confirmed' && !check.txn && (await transactionsOf(tx, id)).length === 0) {
       throw new UsageError('--txn: required to confirm an operation with no linked provider transaction');
     }
-    const { op } = await transition(tx, id, o.outcome, {
+    const { op } = await transition(tx, id, check.outcome, {
       actor: ctx.actor,
       now,
+      by: 'person',
       kind: 'review.resolved',
-      rule: 'human.review',
+      rule: check.problems.length ? 'human.review.forced' : 'human.review',
       detail: {
         note: o.note,
-        outcome: o.outcome,
-        provider_id: o.txn?.provider_id ?? null,
+        outcome: check.outcome,
+        provider_id: check.txn?.provider_id ?? null,
         review_reason: current.review_reason,
+        ...(check.problems.length ? { problems: check.problems, reason: o.reason ?? null } : {}),
       },
     });
     return op;

@@ -1,14 +1,10 @@
 import type { RunSummary } from './run.js';
 
-/** Prometheus text exposition format (version 0.0.4) for one `recon run` pass. */
-export function runMetrics(s: RunSummary, now: Date): string {
+type Samples = [Record<string, string>, number][];
+
+function exposition() {
   const lines: string[] = [];
-  const metric = (
-    name: string,
-    help: string,
-    type: 'gauge' | 'counter',
-    samples: [Record<string, string>, number][],
-  ) => {
+  const metric = (name: string, help: string, type: 'gauge' | 'counter', samples: Samples) => {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
     for (const [labels, value] of samples) {
       const l = Object.entries(labels).map(
@@ -17,6 +13,31 @@ export function runMetrics(s: RunSummary, now: Date): string {
       lines.push(`${name}${l.length ? `{${l.join(',')}}` : ''} ${value}`);
     }
   };
+  return { metric, text: () => lines.join('\n') + '\n' };
+}
+
+/**
+ * The metrics of a pass that ended early (the store went away, the config could not be read): the
+ * file is still written, so a scrape sees this run's failure instead of the last good pass's figures.
+ */
+export function failedRunMetrics(f: { exitCode: number; storeUp: boolean }, now: Date): string {
+  const { metric, text } = exposition();
+  metric('recon_run_success', 'Whether the last pass finished (1) or ended early with an error (0).', 'gauge', [
+    [{}, 0],
+  ]);
+  metric('recon_run_exit_code', 'Exit code of the last pass.', 'gauge', [[{}, f.exitCode]]);
+  metric('recon_run_store_up', 'Whether the store was reachable for the whole last pass.', 'gauge', [
+    [{}, f.storeUp ? 1 : 0],
+  ]);
+  metric('recon_run_last_timestamp_seconds', 'When the last pass finished (unix time).', 'gauge', [
+    [{}, Math.floor(now.getTime() / 1000)],
+  ]);
+  return text();
+}
+
+/** Prometheus text exposition format (version 0.0.4) for one `recon run` pass. */
+export function runMetrics(s: RunSummary, now: Date): string {
+  const { metric, text } = exposition();
   metric(
     'recon_unresolved_operations',
     'Unresolved operations by state after the pass.',
@@ -50,5 +71,9 @@ export function runMetrics(s: RunSummary, now: Date): string {
     [{}, Math.floor(now.getTime() / 1000)],
   ]);
   metric('recon_needs_review_operations', 'Operations waiting for a human.', 'gauge', [[{}, s.needs_review_total]]);
-  return lines.join('\n') + '\n';
+  metric('recon_run_success', 'Whether the last pass finished (1) or ended early with an error (0).', 'gauge', [
+    [{}, 1],
+  ]);
+  metric('recon_run_store_up', 'Whether the store was reachable for the whole last pass.', 'gauge', [[{}, 1]]);
+  return text();
 }

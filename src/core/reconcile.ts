@@ -8,6 +8,7 @@ import {
   type History,
   type PlannedDecision,
 } from './apply.js';
+import type { ClaimedOperation } from './claims.js';
 import type { CoreContext } from './context.js';
 import { submitOperation } from './submit.js';
 import { transition } from './transition.js';
@@ -102,7 +103,8 @@ async function expireLease(ctx: CoreContext, claimed: Operation, owner: string):
           rule: 'lease.expired',
           detail: {
             note: 'the submitting worker did not finish (crash or kill); outcome unknown, never failed',
-            previous_lease_expired_at: claimed.lease_expires_at?.toISOString() ?? null,
+            // The crashed worker's lease, not ours: claimForRun/claimOne return both.
+            previous_lease_expired_at: (claimed as ClaimedOperation).previous_lease_expires_at?.toISOString() ?? null,
           },
           leaseOwner: owner,
           keepLease: { owner, expiresAt: claimed.lease_expires_at! },

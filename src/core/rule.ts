@@ -29,6 +29,7 @@
 import { RefusedError } from '../errors.js';
 import type { Decision, LookupResult, Observation, Operation, ProviderCapabilities, ProviderTxn } from '../types.js';
 import { formatDuration } from './durations.js';
+import { txnMismatches } from './match.js';
 
 export interface RuleInput {
   operation: Pick<
@@ -129,7 +130,7 @@ export function decide(input: RuleInput): Decision {
   }
   const [match] = matches;
   if (match) {
-    const disagreements = mismatches(op, match);
+    const disagreements = txnMismatches(op, match);
     if (disagreements.length > 0) {
       return review(
         RULES.mismatch,
@@ -220,28 +221,6 @@ function streakStart(input: RuleInput): Date {
     start = o.observed_at;
   }
   return start;
-}
-
-/**
- * Fields on which a single match contradicts the operation. Compared only when both sides know the
- * value: an http provider whose mapping has no amount cannot contradict one. The subject has no
- * provider-side counterpart in ProviderTxn, so it is not compared here.
- */
-function mismatches(op: RuleInput['operation'], txn: ProviderTxn): string[] {
-  const out: string[] = [];
-  if (op.amount !== null && txn.amount !== null && op.amount !== txn.amount) {
-    out.push(`amount (${txn.amount} vs ${op.amount})`);
-  }
-  if (op.currency !== null && txn.currency !== null && op.currency.toLowerCase() !== txn.currency.toLowerCase()) {
-    out.push(`currency (${txn.currency} vs ${op.currency})`);
-  }
-  if (txn.operation_id !== null && txn.operation_id !== op.id) {
-    out.push(`operation id (${txn.operation_id} vs ${op.id})`);
-  }
-  if (op.client_reference !== null && txn.client_reference !== null && op.client_reference !== txn.client_reference) {
-    out.push(`client reference (${txn.client_reference} vs ${op.client_reference})`);
-  }
-  return out;
 }
 
 /** An adapter that finds one refund both by key and by metadata must not make it a duplicate. */

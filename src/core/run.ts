@@ -141,13 +141,25 @@ async function claimBatch(
   seen: string[],
   passStartedAt: Date,
 ): Promise<Operation[]> {
-  // The lease must outlive the slowest provider's request; use the longest configured lease among
-  // the providers we may meet (the default when none is known yet).
+  // Each operation is claimed with its own provider's lease (which outlives that provider's
+  // request timeout): a fixed 2 minutes blocked a 3 s provider's operations that long after a kill.
   let leaseMs = 120_000;
+  const leaseMsByProvider = new Map<string, number>();
   if (o.provider) leaseMs = (await providers(o.provider)).capabilities.leaseMs;
+  else {
+    const names = await ctx.db.query<{ provider: string }>(
+      `SELECT DISTINCT provider FROM recon.operations WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')`,
+    );
+    for (const { provider } of names.rows) {
+      // A provider that cannot be built keeps the default; its operations are reported as errors.
+      const p = await providers(provider).catch(() => null);
+      if (p) leaseMsByProvider.set(provider, p.capabilities.leaseMs);
+    }
+  }
   return claimForRun(ctx.db, {
     owner,
     leaseMs,
+    leaseMsByProvider,
     now: ctx.now(),
     limit: size,
     provider: o.provider,

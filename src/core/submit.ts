@@ -1,6 +1,7 @@
-import type { Provider, State, SubmitResult, Operation } from '../types.js';
+import type { Provider, State, SubmitRequest, SubmitResult, Operation } from '../types.js';
 import { claimAttempt, newOwnerToken, type AttemptClaim } from './claims.js';
 import type { CoreContext } from './context.js';
+import { txnMismatches } from './match.js';
 import { linkTransaction, transition } from './transition.js';
 
 /** SPEC §3: the state a classified submit result moves the operation to. */
@@ -50,21 +51,29 @@ export async function submitOperation(
     rule: o.rule ?? 'submit.first_attempt',
     detail: o.detail,
     heldLease: o.heldLease,
+    check: (op) => provider.validatePayload?.(submitRequest(op)),
   });
   const result = await send(provider, claim);
   const operation = await finishAttempt(ctx, provider, claim, result);
   return { operation, attempt: claim.attempt, result };
 }
 
+/** What the adapter is asked to send for an operation. */
+export function submitRequest(
+  op: Pick<Operation, 'id' | 'action' | 'payload' | 'idempotency_key' | 'client_reference'>,
+): SubmitRequest {
+  return {
+    operation_id: op.id,
+    action: op.action,
+    payload: op.payload,
+    idempotency_key: op.idempotency_key,
+    client_reference: op.client_reference,
+  };
+}
+
 async function send(provider: Provider, claim: AttemptClaim): Promise<SubmitResult> {
   try {
-    return await provider.submit({
-      operation_id: claim.op.id,
-      action: claim.op.action,
-      payload: claim.op.payload,
-      idempotency_key: claim.op.idempotency_key,
-      client_reference: claim.op.client_reference,
-    });
+    return await provider.submit(submitRequest(claim.op));
   } catch (err) {
     // An adapter that throws has not told us what happened at the provider: unknown, not failed.
     return { outcome: 'unknown', error_class: 'exception', message: err instanceof Error ? err.message : String(err) };
@@ -79,7 +88,10 @@ export async function finishAttempt(
   result: SubmitResult,
 ): Promise<Operation> {
   const now = ctx.now();
-  const to = stateForSubmit(result);
+  // A transaction the response links is checked like a lookup's match: one that disagrees with
+  // the operation is a human's to judge, never confirmed (issue 10).
+  const problems = result.txn ? txnMismatches(claim.op, result.txn) : [];
+  const to = problems.length ? 'needs_review' : stateForSubmit(result);
   return ctx.db.transaction(async (tx) => {
     const detail: Record<string, unknown> = {
       attempt: claim.attempt,
@@ -95,13 +107,14 @@ export async function finishAttempt(
       detail.provider_id = result.txn.provider_id;
       detail.provider_status = result.txn.status;
     }
+    if (problems.length) detail.problems = problems;
     const { op } = await transition(tx, claim.op.id, to, {
       actor: ctx.actor,
       now,
       kind: 'attempt.finished',
-      rule: `submit.${result.outcome}`,
+      rule: problems.length ? 'submit.mismatch' : `submit.${result.outcome}`,
       detail,
-      review_reason: to === 'needs_review' ? 'idempotency_conflict' : null,
+      review_reason: problems.length ? 'mismatch' : to === 'needs_review' ? 'idempotency_conflict' : null,
       leaseOwner: claim.owner,
     });
     await tx.query(

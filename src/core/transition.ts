@@ -15,6 +15,8 @@ export interface TransitionOptions {
   detail?: Record<string, unknown>;
   review_reason?: string | null;
   assignee?: string | null;
+  /** `person` for `review resolve` and `attach`: only a person leaves needs_review (SPEC §3). */
+  by?: 'person' | 'system';
   /**
    * The worker's lease token. When given, the move is refused unless that worker still holds an
    * unexpired lease: a worker whose lease was lost must not write over a newer claim.
@@ -49,7 +51,7 @@ export async function transition(
 ): Promise<{ op: Operation; event: AuditEvent }> {
   const op = await lockOperation(tx, id);
   if (o.leaseOwner) assertLease(op, o.leaseOwner, o.now);
-  assertTransition(id, op.state, to);
+  assertTransition(id, op.state, to, { by: o.by, review_reason: o.review_reason });
   const r = await tx.query(
     `UPDATE recon.operations
         SET state = $2::text, updated_at = $3::timestamptz,

@@ -6,6 +6,43 @@ import { UsageError } from '../errors.js';
  */
 export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,200}$/;
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
+/**
+ * `subject` names who and what the action concerns (customer, order): references, not documents.
+ * 16 KiB is far above any real one and keeps a 10 MB blob out of every `ops show` and audit export.
+ */
+export const MAX_SUBJECT_BYTES = 16 * 1024;
+
+/**
+ * C0 controls (NUL included), DEL and C1 controls. In a key or a reference they are never intended:
+ * NUL is refused by PostgreSQL's text and jsonb (a raw error, exit 1), and the others become live
+ * terminal escapes when the value is printed.
+ */
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+// eslint-disable-next-line no-control-regex
+const CONTROL_ALL = /[\u0000-\u001f\u007f-\u009f]/g;
+
+function refuseControl(v: string, field: string): void {
+  if (CONTROL.test(v)) {
+    throw new UsageError(`${field}: contains a control character (e.g. NUL, ESC, newline); use printable text only`);
+  }
+}
+
+/** JSON documents (payload, subject) may hold newlines in their text, but never NUL: jsonb cannot store it. */
+function refuseNul(v: unknown, field: string): void {
+  if (typeof v === 'string') {
+    if (v.includes('\u0000'))
+      throw new UsageError(`${field}: contains a NUL character (\\u0000), which cannot be stored; remove it`);
+  } else if (Array.isArray(v)) {
+    v.forEach((x, i) => refuseNul(x, `${field}[${i}]`));
+  } else if (v !== null && typeof v === 'object') {
+    for (const [k, x] of Object.entries(v)) {
+      if (k.includes('\u0000'))
+        throw new UsageError(`${field}: a key contains a NUL character (\\u0000), which cannot be stored; remove it`);
+      refuseNul(x, `${field}.${k.replace(CONTROL_ALL, '?')}`);
+    }
+  }
+}
 
 export interface OperationInput {
   id: string;
@@ -54,6 +91,7 @@ function optionalString(v: unknown, field: string, max = 500): string | null {
   if (typeof v !== 'string' || v.length === 0 || v.length > max) {
     throw new UsageError(`${field}: must be a non-empty string of at most ${max} characters`);
   }
+  refuseControl(v, field);
   return v;
 }
 
@@ -112,6 +150,7 @@ export function validateOperation(raw: unknown, providers: readonly string[], wh
       `${at('payload')}: ${size} bytes is over the 64 KiB limit; store large data elsewhere and reference it`,
     );
   }
+  refuseNul(raw.payload, at('payload'));
   const payloadAmount = validateAmount(raw.payload.amount, at('payload.amount'));
   const payloadCurrency = validateCurrency(raw.payload.currency, at('payload.currency'));
   const amount = validateAmount(raw.amount, at('amount'));
@@ -127,10 +166,20 @@ export function validateOperation(raw: unknown, providers: readonly string[], wh
   if (raw.subject !== undefined && raw.subject !== null && !isPlainObject(raw.subject)) {
     throw new UsageError(`${at('subject')}: must be a JSON object (e.g. {"customer": "cus_1", "order": "o_9"})`);
   }
+  if (raw.subject !== undefined && raw.subject !== null) {
+    const subjectSize = Buffer.byteLength(JSON.stringify(raw.subject));
+    if (subjectSize > MAX_SUBJECT_BYTES) {
+      throw new UsageError(
+        `${at('subject')}: ${subjectSize} bytes is over the 16 KiB limit; keep references (customer, order) in subject and store documents elsewhere`,
+      );
+    }
+    refuseNul(raw.subject, at('subject'));
+  }
   const key = raw.idempotency_key === undefined || raw.idempotency_key === null ? id : raw.idempotency_key;
   if (typeof key !== 'string' || key.length < 1 || key.length > 255) {
     throw new UsageError(`${at('idempotency_key')}: must be a string of 1-255 characters (default: the id)`);
   }
+  refuseControl(key, at('idempotency_key'));
   return {
     id,
     provider: raw.provider,

@@ -1,8 +1,7 @@
 import type { Provider, State, WebhookEvent } from '../types.js';
 import type { CoreContext } from './context.js';
+import { applyFoundTransaction } from './found.js';
 import { findOperation, lockOperation } from './repo.js';
-import { canTransition } from './states.js';
-import { linkTransaction, note, transition } from './transition.js';
 
 export interface IngestResult {
   event_id: string;
@@ -17,8 +16,9 @@ export interface IngestResult {
 /**
  * Ingests one verified provider event. (provider, event id) is unique: a redelivery is counted
  * as seen and changes nothing. A first delivery is matched to its operation by the
- * transaction's `recon_operation_id`, else by an already-linked provider id, and applied through
- * the state machine in the same transaction as the event row.
+ * transaction's `recon_operation_id`, else by an already-linked provider id, and applied
+ * (applyFoundTransaction: never out of needs_review, a second transaction is a duplicate) in the
+ * same transaction as the event row.
  */
 export async function ingestWebhook(
   ctx: CoreContext,
@@ -88,48 +88,14 @@ export async function applyEvent(ctx: CoreContext, provider: Provider, event: We
       op.id,
     ]);
     const locked = await lockOperation(tx, op.id);
-    const link = await linkTransaction(tx, provider.name, op.id, txn, { via: 'webhook', by: ctx.actor, at: now });
-    const detail = {
-      event_id: event.event_id,
-      type: event.type,
-      provider_id: txn.provider_id,
-      provider_status: txn.status,
-      linked: link.linked,
-    };
-    // An attempt in flight owns the operation until it finishes; the event is recorded and linked,
-    // and the submitter's own result (or the next run) makes the move.
-    const inFlight = locked.state === 'submitting' && locked.lease_expires_at !== null && locked.lease_expires_at > now;
-    let effect = 'noted';
-    let state: State = locked.state;
-    // The event's transaction disagrees with what was asked: a human decides, it is never confirmed.
-    const mismatch =
-      (locked.amount !== null && txn.amount !== null && txn.amount !== locked.amount) ||
-      (locked.currency !== null && txn.currency !== null && txn.currency.toLowerCase() !== locked.currency);
-    const target: State = mismatch ? 'needs_review' : txn.state;
-    const from: State = locked.state === 'submitting' ? 'outcome_unknown' : locked.state;
-    if (link.linked && !inFlight && locked.state !== target && canTransition(from, target)) {
-      if (locked.state === 'submitting') {
-        await transition(tx, op.id, 'outcome_unknown', {
-          actor: ctx.actor,
-          now,
-          kind: 'lease.expired',
-          rule: 'lease.expired',
-          detail: {},
-        });
-      }
-      await transition(tx, op.id, target, {
-        actor: ctx.actor,
-        now,
-        kind: 'webhook.applied',
-        rule: mismatch ? 'webhook.mismatch' : `webhook.${txn.state}`,
-        review_reason: mismatch ? 'mismatch' : null,
-        detail,
-      });
-      effect = 'transitioned';
-      state = target;
-    } else {
-      await note(tx, op.id, { actor: ctx.actor, now, kind: 'webhook.received', rule: null, detail });
-    }
+    const found = await applyFoundTransaction(tx, locked, provider.name, txn, {
+      source: 'webhook',
+      via: 'webhook',
+      actor: ctx.actor,
+      now,
+      detail: { event_id: event.event_id, type: event.type },
+    });
+    const { effect, state } = found;
     await tx.query('UPDATE recon.webhook_events SET applied = $3 WHERE provider = $1 AND event_id = $2', [
       provider.name,
       event.event_id,

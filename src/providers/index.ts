@@ -14,8 +14,10 @@ export interface ProviderDeps {
 }
 
 export async function createProvider(name: string, loaded: LoadedConfig, deps: ProviderDeps = {}): Promise<Provider> {
-  const config = loaded.providers[name];
-  const deferred = loaded.unavailable?.[name];
+  // Own properties only: a name from outside (a webhook URL, a tool call) such as `__proto__` or
+  // `constructor` must be an unknown provider, not a key of Object.prototype.
+  const config = Object.hasOwn(loaded.providers, name) ? loaded.providers[name] : undefined;
+  const deferred = loaded.unavailable && Object.hasOwn(loaded.unavailable, name) ? loaded.unavailable[name] : undefined;
   if (deferred) throw new UsageError(deferred);
   if (!config) {
     const names = Object.keys(loaded.providers);

@@ -28,6 +28,12 @@ export interface Db extends Queryable {
    * `db.transaction` inside `fn`: on PGlite they wait for this transaction to end.
    */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * PostgreSQL only: true when two connections of ours were served by one server session, which
+   * only a transaction-mode pooler (PgBouncer `pool_mode = transaction`) does. Migrations need a
+   * session of their own and refuse such a URL.
+   */
+  sharesSessions?(): Promise<boolean>;
   /** Closes connections and, for an embedded store, releases its lock file. Idempotent. */
   close(): Promise<void>;
 }

@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ReconError, StoreLockedError } from '../errors.js';
+import { ReconError, StoreLockedError, UsageError } from '../errors.js';
 import type { Db, Queryable } from './db.js';
 import { LOCK_NOT_AVAILABLE, pgCode } from './pgcodes.js';
 
@@ -95,6 +95,10 @@ export async function migrate(db: Db, opts: MigrateOptions = {}): Promise<{ appl
   const known = loadMigrations(opts.dir);
   const lockTimeout = opts.lockTimeout ?? '60s';
   const applied: number[] = [];
+  const before = status(known, await appliedVersions(db));
+  refuseNewer(db, before);
+  if (before.pending.length === 0) return { applied, version: before.version };
+  await refuseTransactionPooler(db);
 
   await locked(db, lockTimeout, async (tx) => {
     await tx.query(`CREATE SCHEMA IF NOT EXISTS recon;
@@ -126,6 +130,19 @@ export async function migrate(db: Db, opts: MigrateOptions = {}): Promise<{ appl
     });
   }
   return { applied, version: status(known, await appliedVersions(db)).version };
+}
+
+/**
+ * Migrations are DDL run under a lock with `SET LOCAL`, and a half-applied schema behind a pooler
+ * that reuses sessions is hard to diagnose; so they ask for PostgreSQL itself, by name.
+ */
+async function refuseTransactionPooler(db: Db): Promise<void> {
+  if (!db.sharesSessions || !(await db.sharesSessions())) return;
+  throw new UsageError(
+    `${db.displayUrl} is a transaction-mode pooler such as PgBouncer (two connections were served by one ` +
+      `PostgreSQL session); migrations need a direct connection: run \`recon db migrate --db URL\` with the ` +
+      `URL of PostgreSQL itself (not the pooler's port), then use the pooler for everything else`,
+  );
 }
 
 /** Throws SchemaVersionError when the store was migrated by a newer recon. */

@@ -20,6 +20,8 @@ export const INVALID_CATALOG_NAME = '3D000';
 export const CANNOT_CONNECT_NOW = '57P03';
 export const TOO_MANY_CONNECTIONS = '53300';
 export const ADMIN_SHUTDOWN = '57P01';
+/** The server is restarting after a crash or an immediate shutdown (`pg_ctl stop -m immediate`). */
+export const CRASH_SHUTDOWN = '57P02';
 
 /** The SQLSTATE of a database error, or undefined for anything else. */
 export function pgCode(err: unknown): string | undefined {

@@ -31,8 +31,13 @@ const UNREACHABLE_SQLSTATES = new Set([
   codes.CANNOT_CONNECT_NOW,
   codes.TOO_MANY_CONNECTIONS,
   codes.ADMIN_SHUTDOWN,
+  codes.CRASH_SHUTDOWN,
 ]);
-const UNREACHABLE_MESSAGES = [/connection terminated/i, /timeout exceeded when trying to connect/i];
+const UNREACHABLE_MESSAGES = [
+  /connection terminated/i,
+  /timeout exceeded when trying to connect/i,
+  /Client has encountered a connection error and is not queryable/i,
+];
 
 export interface PostgresOptions {
   /** Pool size; default 10 (pg's default). */
@@ -92,8 +97,22 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       } catch (err) {
         throw wrap(err);
       }
+      // A checked-out client has no listener of the pool's: without one, a server that goes away
+      // (crash, `pg_ctl stop -m immediate`, a failover) is an unhandled 'error' event that kills
+      // the process with a raw stack. The same error also fails the query in flight, if any;
+      // between queries, it is remembered and reported by the next one.
+      let lost: unknown;
+      const onError = (err: unknown) => {
+        lost ??= err;
+      };
+      client.on('error', onError);
+      const release = (err?: Error) => {
+        client.removeListener('error', onError);
+        client.release(err);
+      };
       const tx: Queryable = {
         async query<R>(sql: string, params?: unknown[]) {
+          if (lost !== undefined) throw wrap(lost);
           try {
             return normalise<R>(await client.query(sql, params));
           } catch (err) {
@@ -105,17 +124,45 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         await tx.query('BEGIN');
         const result = await fn(tx);
         await tx.query('COMMIT');
-        client.release();
+        release();
         return result;
       } catch (err) {
+        if (lost !== undefined) {
+          release(lost instanceof Error ? lost : new Error(String(lost)));
+          throw wrap(err);
+        }
         try {
           await client.query('ROLLBACK');
-          client.release();
+          release();
         } catch (rollbackErr) {
           // A connection that cannot roll back must not go back to the pool mid-transaction.
-          client.release(rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr)));
+          release(rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr)));
         }
         throw err;
+      }
+    },
+    async sharesSessions() {
+      // Two clients connected at the same time: directly, each has its own backend, so their pids
+      // always differ. A transaction-mode pooler gives the server session back after each statement
+      // and (most recently used first) hands the same one to the other client. Three rounds, in case
+      // the pooler hands out sessions round robin.
+      const clients = [new pg.Client({ connectionString: url }), new pg.Client({ connectionString: url })];
+      for (const c of clients) c.on('error', () => {});
+      try {
+        for (const c of clients) await c.connect();
+        const seen = clients.map(() => new Set<number>());
+        for (let round = 0; round < 3; round++) {
+          for (const [i, c] of clients.entries())
+            seen[i]!.add((await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+          // Directly, each client keeps one backend of its own: one pid per client, two different pids.
+          const [a, b] = seen as [Set<number>, Set<number>];
+          if (a.size > 1 || b.size > 1 || [...a].some((pid) => b.has(pid))) return true;
+        }
+        return false;
+      } catch (err) {
+        throw wrap(err);
+      } finally {
+        for (const c of clients) await c.end().catch(() => undefined);
       }
     },
     async close() {

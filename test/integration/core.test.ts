@@ -245,6 +245,7 @@ describe.each(backends)('operations core on $name', (backend) => {
             kind: `step.${i}`,
             rule: `rule.${i}`,
             review_reason: 'duplicate',
+            by: 'person', // only a person leaves needs_review (SPEC §3)
             detail: { i },
           }),
         );

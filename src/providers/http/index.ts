@@ -34,6 +34,21 @@ class HttpStatusError extends Error {
   }
 }
 
+/**
+ * What must hold before anything is sent: the submit and lookup paths can be filled from the
+ * operation. A lookup path that cannot be filled would leave the operation unreconcilable for ever
+ * (every lookup `unavailable`), so it is refused when recorded too.
+ */
+export function validateHttpRequest(config: HttpProviderConfig, req: SubmitRequest): void {
+  const where = `providers.${config.name}`;
+  fillPath(config.submit.path, operationValues(req), `${where}.submit.path`);
+  fillPath(
+    config.lookup.path,
+    operationValues({ ...req, client_reference: req.client_reference ?? undefined }),
+    `${where}.lookup.path`,
+  );
+}
+
 export function createHttpProvider(config: HttpProviderConfig, deps: HttpProviderDeps = {}): Provider {
   const sleep = deps.sleep ?? realSleep;
   const random = deps.random ?? Math.random;
@@ -103,7 +118,12 @@ export function createHttpProvider(config: HttpProviderConfig, deps: HttpProvide
     type: 'http',
     capabilities: config.capabilities,
 
+    validatePayload(req: SubmitRequest): void {
+      validateHttpRequest(config, req);
+    },
+
     async submit(req: SubmitRequest): Promise<SubmitResult> {
+      // Validated when recorded and again in the attempt's claim (validatePayload): this cannot throw.
       const path = fillPath(config.submit.path, operationValues(req), `${where}.submit.path`);
       try {
         return classifyAnswer(

@@ -23,7 +23,7 @@ export interface ModuleContext {
 }
 
 const REQUIRED = ['submit', 'lookup', 'get'] as const;
-const OPTIONAL = ['list', 'parseWebhook', 'close'] as const;
+const OPTIONAL = ['list', 'parseWebhook', 'close', 'validatePayload'] as const;
 
 export async function loadModuleProvider(config: ModuleProviderConfig): Promise<Provider> {
   const where = `providers.${config.name}.module`;

@@ -9,6 +9,7 @@ import type { Provider, ProviderTxn, SubmitRequest, SubmitResult, WebhookEvent }
 import { classifyRefund, classifySubmitError, describeError, refundToTxn } from './classify.js';
 import { createClient, type ClientDeps } from './client.js';
 import { listRefunds, lookupRefunds, planLookup } from './ledger.js';
+import { refundParams } from './payload.js';
 
 /** Event types whose `data.object` is a refund (`charge.refund.updated` included: its object is a refund too). */
 export const REFUND_EVENT_TYPES = ['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated'];
@@ -27,7 +28,12 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
     type: 'stripe',
     capabilities: config.capabilities,
 
+    validatePayload(req: SubmitRequest): void {
+      refundParams(req, where);
+    },
+
     async submit(req: SubmitRequest): Promise<SubmitResult> {
+      // Validated when recorded and again in the attempt's claim (validatePayload): this cannot throw.
       const params = refundParams(req, where);
       try {
         // The key is always ours: a key the SDK generated would differ between recon's own
@@ -84,38 +90,4 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
       return { event_id: event.id, type: event.type, txn, raw: event };
     },
   };
-}
-
-/** The payload was validated when the operation was recorded; this only shapes it for the SDK. */
-function refundParams(req: SubmitRequest, where: string): Stripe.RefundCreateParams {
-  if (req.action !== 'refund') {
-    throw new UsageError(
-      `${where}: action ${JSON.stringify(req.action)} is not supported; the stripe provider does "refund"`,
-    );
-  }
-  const p = req.payload;
-  const params: Stripe.RefundCreateParams = {};
-  if (typeof p['payment_intent'] === 'string') params.payment_intent = p['payment_intent'];
-  else if (typeof p['charge'] === 'string') params.charge = p['charge'];
-  else throw new UsageError('payload.payment_intent: required (or payload.charge) for a Stripe refund');
-  if (p['amount'] !== undefined) {
-    if (!Number.isSafeInteger(p['amount']) || (p['amount'] as number) <= 0) {
-      throw new UsageError('payload.amount: must be a positive whole number of minor units (cents)');
-    }
-    params.amount = p['amount'] as number;
-  }
-  if (typeof p['currency'] === 'string') params.currency = p['currency'].toLowerCase();
-  if (typeof p['reason'] === 'string') params.reason = p['reason'] as Stripe.RefundCreateParams.Reason;
-  const metadata: Record<string, string> = {};
-  const given = p['metadata'];
-  if (given !== undefined && given !== null) {
-    if (typeof given !== 'object' || Array.isArray(given))
-      throw new UsageError('payload.metadata: must be an object of strings');
-    for (const [k, v] of Object.entries(given)) metadata[k] = String(v);
-  }
-  // Ours win over the caller's: lookup depends on them.
-  metadata['recon_operation_id'] = req.operation_id;
-  if (req.client_reference) metadata['recon_client_reference'] = req.client_reference;
-  params.metadata = metadata;
-  return params;
 }

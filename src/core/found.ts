@@ -1,0 +1,93 @@
+import type { Queryable } from '../store/db.js';
+import type { LinkedVia, Operation, ProviderTxn, State } from '../types.js';
+import { txnMismatches } from './match.js';
+import { transactionsOf } from './repo.js';
+import { canTransition, isTerminal } from './states.js';
+import { linkTransaction, note, transition } from './transition.js';
+
+/** Where a transaction was found outside the rule's own decisions. */
+export type FoundSource = 'webhook' | 'late_response';
+
+export interface FoundEffect {
+  /** `transitioned` (the operation moved) or `noted` (linked and/or recorded as evidence only). */
+  effect: 'transitioned' | 'noted';
+  state: State;
+  linked: boolean;
+}
+
+/**
+ * What a provider transaction found outside a decision of the rule — a webhook, a late submit
+ * response — does to its operation (SPEC §3), in the caller's transaction, under the row lock:
+ *
+ * - it is linked (unless another operation holds it) and recorded as an audit event, always;
+ * - an operation in `needs_review` never moves: only a person leaves it (it is evidence);
+ * - a second live transaction (not `failed`) for an operation that has one already is a duplicate
+ *   side effect: `needs_review`, reason `duplicate`, even from `confirmed`;
+ * - a transaction that disagrees with the operation (amount, currency, metadata): `needs_review`,
+ *   reason `mismatch`, never confirmed;
+ * - otherwise an unresolved operation follows the transaction's state; an attempt in flight owns
+ *   its operation until it finishes, and a terminal one stays where it is.
+ */
+export async function applyFoundTransaction(
+  tx: Queryable,
+  locked: Operation,
+  provider: string,
+  txn: ProviderTxn,
+  o: { source: FoundSource; via: LinkedVia; actor: string; now: Date; detail?: Record<string, unknown> },
+): Promise<FoundEffect> {
+  const before = await transactionsOf(tx, locked.id);
+  const link = await linkTransaction(tx, provider, locked.id, txn, { via: o.via, by: o.actor, at: o.now });
+  const detail = {
+    ...(o.detail ?? {}),
+    provider_id: txn.provider_id,
+    provider_status: txn.status,
+    linked: link.linked,
+    ...(link.linked ? {} : { linked_to: link.existingOperation }),
+  };
+  const move = link.linked ? decideFound(locked, txn, before, o.now) : null;
+  if (!move) {
+    await note(tx, locked.id, { actor: o.actor, now: o.now, kind: `${o.source}.received`, rule: null, detail });
+    return { effect: 'noted', state: locked.state, linked: link.linked };
+  }
+  if (locked.state === 'submitting') {
+    await transition(tx, locked.id, 'outcome_unknown', {
+      actor: o.actor,
+      now: o.now,
+      kind: 'lease.expired',
+      rule: 'lease.expired',
+      detail: { previous_lease_expired_at: locked.lease_expires_at?.toISOString() ?? null },
+    });
+  }
+  await transition(tx, locked.id, move.to, {
+    actor: o.actor,
+    now: o.now,
+    kind: `${o.source}.applied`,
+    rule: `${o.source}.${move.rule}`,
+    review_reason: move.review_reason,
+    detail: move.problems.length ? { ...detail, problems: move.problems } : detail,
+  });
+  return { effect: 'transitioned', state: move.to, linked: true };
+}
+
+/** The move a found (and linked) transaction makes, or null for evidence only. */
+function decideFound(
+  op: Operation,
+  txn: ProviderTxn,
+  linkedBefore: { provider_id: string; state: string }[],
+  now: Date,
+): { to: State; rule: string; review_reason: string | null; problems: string[] } | null {
+  if (op.state === 'needs_review') return null;
+  const inFlight = op.state === 'submitting' && op.lease_expires_at !== null && op.lease_expires_at > now;
+  if (inFlight) return null;
+  const isNew = !linkedBefore.some((t) => t.provider_id === txn.provider_id);
+  const anotherLive = linkedBefore.some((t) => t.provider_id !== txn.provider_id && t.state !== 'failed');
+  if (isNew && anotherLive && txn.state !== 'failed') {
+    return { to: 'needs_review', rule: 'duplicate', review_reason: 'duplicate', problems: [] };
+  }
+  if (isTerminal(op.state)) return null;
+  const from: State = op.state === 'submitting' ? 'outcome_unknown' : op.state;
+  const problems = txnMismatches(op, txn);
+  if (problems.length) return { to: 'needs_review', rule: 'mismatch', review_reason: 'mismatch', problems };
+  if (from === txn.state || !canTransition(from, txn.state)) return null;
+  return { to: txn.state, rule: txn.state, review_reason: null, problems: [] };
+}

@@ -1,0 +1,185 @@
+/**
+ * Issue 10, Faults: `recon run` behind PgBouncer in transaction pooling mode, the way large
+ * PostgreSQL deployments run. Four worker processes share four server sessions; consecutive
+ * transactions of one worker land on different sessions. Nothing may depend on a session (advisory
+ * locks, named prepared statements, `SET`), and migrations — which want one — refuse the pooler
+ * with a message asking for a direct connection. Asserts on the Stripe sandbox ledger.
+ *
+ * Needs the Debian package `pgbouncer`: without it these tests FAIL saying so (never a skip).
+ */
+import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { submitOperation } from '../../src/core/submit.js';
+import { createProvider } from '../../src/providers/index.js';
+import { openStore } from '../../src/store/open.js';
+import type { Backend } from '../support/backends.js';
+import { recon, type CliResult } from '../support/cli.js';
+import { startPgBouncer, type PgBouncer } from '../support/pgbouncer.js';
+import { createDatabase } from '../support/postgres.js';
+import { startWorld, type World } from '../support/world.js';
+import { expectExit, PAST_WINDOW_MS, refundOp, sleep, type RunJson } from './incidents-support.js';
+
+const WORKERS = 4;
+const N = 200;
+
+let bouncers: PgBouncer[] = [];
+let world: World | undefined;
+
+function serverUrl(): string {
+  const base = inject('pgUrl') || process.env.RECON_TEST_PG_URL;
+  if (!base) throw new Error('these tests need the run’s PostgreSQL server (test/support/global-setup.ts)');
+  return base;
+}
+
+async function bouncerFor(directUrl: string): Promise<PgBouncer> {
+  const b = await startPgBouncer(directUrl, { poolSize: WORKERS });
+  bouncers.push(b);
+  return b;
+}
+
+afterAll(async () => {
+  await world?.close();
+  for (const b of bouncers) await b.stop();
+  bouncers = [];
+});
+
+describe('behind PgBouncer (pool_mode = transaction)', () => {
+  beforeAll(() => {
+    // Fail early and by name: the package is what is missing, not the test.
+    serverUrl();
+  });
+
+  it('migrations through the pooler are refused with a message asking for a direct connection; nothing is applied', async () => {
+    const direct = await createDatabase(serverUrl());
+    const bouncer = await bouncerFor(direct);
+    const r = await recon(['db', 'migrate', '--db', bouncer.url, '--json']);
+    expectExit(r, 2);
+    expect(r.json.error.message).toMatch(/PgBouncer|pooler/);
+    expect(r.json.error.message).toMatch(/direct connection/);
+    const db = await openStore(direct, { autoMigrate: false, requireCurrent: false });
+    try {
+      const t = await db.query(`SELECT to_regclass('recon.schema_migrations') IS NOT NULL AS present`);
+      expect(t.rows[0].present).toBe(false);
+    } finally {
+      await db.close();
+    }
+    // Directly, the same command works; afterwards the pooler serves everything else.
+    expectExit(await recon(['db', 'migrate', '--db', direct]), 0);
+    expectExit(await recon(['ops', 'list', '--db', bouncer.url, '--json']), 0);
+  });
+
+  it(`${WORKERS} \`recon run\` workers through PgBouncer over ${N} unknown outcomes: ${N} refunds on the ledger, 0 duplicates, no session state left behind`, async () => {
+    const direct = await createDatabase(serverUrl());
+    expectExit(await recon(['db', 'migrate', '--db', direct]), 0);
+    const bouncer = await bouncerFor(direct);
+    const viaBouncer: Backend = {
+      name: 'postgres',
+      url: async () => bouncer.url,
+      migratedUrl: async () => bouncer.url,
+      emptyUrl: async () => bouncer.url,
+      open: () => openStore(bouncer.url),
+    };
+    world = await startWorld({ backend: viaBouncer });
+    const w = world;
+    const ops = Array.from({ length: N }, (_, i) => {
+      const pi = w.stripe.seedPaymentIntent({ amount: 10_000, currency: 'usd' });
+      return refundOp(`refund:pgb_${String(i).padStart(3, '0')}`, pi.payment_intent, 100 + i);
+    });
+    expectExit(await world.record(ops), 0);
+
+    // Every first attempt ends unknown: half committed then dropped, half never arrived.
+    for (const [i, op] of ops.entries()) {
+      world.stripe.faults.inject(
+        { kind: i % 2 === 0 ? 'commit_then_drop' : 'drop_before_commit' },
+        { idempotencyKey: op.id },
+      );
+    }
+    const env = { STRIPE_API_KEY: w.stripe.apiKey, STRIPE_WEBHOOK_SECRET: w.stripe.webhookSecret };
+    const configured = await createProvider('stripe', await loadConfig({ flag: w.configPath, env, cwd: w.dir }));
+    const provider = { ...configured, capabilities: { ...configured.capabilities, leaseMs: 120_000 } };
+    const db = await openStore(bouncer.url);
+    try {
+      const ctx = { db, actor: 'test-arrange', now: () => new Date() };
+      const states = await Promise.all(
+        ops.map(async (op) => (await submitOperation(ctx, provider, op.id)).operation.state),
+      );
+      expect(new Set(states)).toEqual(new Set(['outcome_unknown']));
+    } finally {
+      await db.close();
+    }
+    world.stripe.faults.clear();
+    expect(world.stripe.refunds()).toHaveLength(N / 2);
+
+    const pass = async (): Promise<RunJson[]> => {
+      const results: CliResult[] = await Promise.all(
+        // Processes: workers of several hosts (in-process commands run one at a time).
+        Array.from({ length: WORKERS }, () => w.reconProcess(['run', '--json'], { timeoutMs: 120_000 })),
+      );
+      return results.map((r) => expectExit(r, 0).json as RunJson);
+    };
+    const first = await pass();
+    const firstIds = first.flatMap((s) => s.decisions.map((d) => d.id));
+    expect(first.flatMap((s) => s.errors)).toEqual([]);
+    expect(new Set(firstIds).size).toBe(firstIds.length);
+    expect(world.stripe.refunds()).toHaveLength(N / 2);
+
+    await sleep(PAST_WINDOW_MS);
+    const second = await pass();
+    expect(second.flatMap((s) => s.errors)).toEqual([]);
+    const retriedIds = second.flatMap((s) => s.decisions.filter((d) => d.decision === 'retry').map((d) => d.id));
+    expect(new Set(retriedIds).size).toBe(retriedIds.length);
+
+    const listed = expectExit(await w.recon(['ops', 'list', '--limit', String(N + 10), '--json']), 0).json
+      .operations as { state: string }[];
+    expect(listed).toHaveLength(N);
+    expect(new Set(listed.map((o) => o.state))).toEqual(new Set(['confirmed']));
+
+    const ledger = world.stripe.refunds();
+    const perOperation = new Map<string, number>();
+    for (const r of ledger) {
+      const id = String(r.metadata?.recon_operation_id);
+      perOperation.set(id, (perOperation.get(id) ?? 0) + 1);
+    }
+    const duplicates = [...perOperation.values()].filter((n) => n > 1).length;
+    console.log(
+      `pgbouncer run: workers=${WORKERS} operations=${N} refunds=${ledger.length} duplicates=${duplicates} ` +
+        `(pass 1: ${firstIds.length} decisions, pass 2: ${retriedIds.length} retries)`,
+    );
+    expect(ledger).toHaveLength(N);
+    expect(perOperation.size).toBe(N);
+    expect(duplicates).toBe(0);
+
+    // Every server session the pooler holds (pool size = WORKERS), each pinned by an open transaction
+    // so each client gets a different one: no advisory lock, prepared statement or setting left over.
+    const pg = (await import('pg')).default;
+    const clients = Array.from({ length: WORKERS }, () => new pg.Client({ connectionString: bouncer.url }));
+    try {
+      for (const c of clients) {
+        await c.connect();
+        await c.query('BEGIN');
+      }
+      const pids = new Set<number>();
+      for (const c of clients) {
+        const r = await c.query(
+          `SELECT pg_backend_pid() AS pid,
+                  (SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) AS advisory,
+                  (SELECT count(*)::int FROM pg_prepared_statements) AS prepared,
+                  current_setting('lock_timeout') AS lock_timeout,
+                  current_setting('statement_timeout') AS statement_timeout,
+                  current_setting('search_path') AS search_path`,
+        );
+        pids.add(r.rows[0].pid);
+        expect(r.rows[0]).toMatchObject({
+          advisory: 0,
+          prepared: 0,
+          lock_timeout: '0',
+          statement_timeout: '0',
+          search_path: '"$user", public',
+        });
+      }
+      expect(pids.size).toBe(WORKERS);
+    } finally {
+      for (const c of clients) await c.end().catch(() => undefined);
+    }
+  });
+});

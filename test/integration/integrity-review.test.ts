@@ -1,0 +1,75 @@
+/**
+ * Issue 10, "`review resolve`": a person's decision gets the same checks as `attach` (SPEC §7).
+ * `--outcome confirmed --txn` with a transaction that disagrees, and `--outcome failed|cancelled`
+ * while the provider holds a transaction for the operation, are refused (exit 4) unless
+ * `--force --reason TEXT`. The built CLI against the Stripe sandbox.
+ */
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { backends, removeTempStores } from '../support/backends.js';
+import type { World } from '../support/world.js';
+import {
+  expectExit,
+  recordOk,
+  refundOp,
+  run,
+  show,
+  SLOW_STORE_TIMEOUT_MS,
+  startIncidentWorld,
+  submit,
+} from './incidents-support.js';
+
+afterAll(() => removeTempStores());
+vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
+
+describe.each(backends)('review resolve checks like attach, store on $name', (backend) => {
+  let world: World | undefined;
+  afterEach(async () => {
+    await world?.close();
+    world = undefined;
+  });
+
+  it('a 2400 refund is not confirmed for a 2500 operation, nor the operation failed while its refund exists, without --force --reason', async () => {
+    world = await startIncidentWorld({ backend });
+    const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+    await recordOk(world, [refundOp('refund:rv_1', pi.payment_intent, 2500)]);
+    world.stripe.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });
+    expect((await submit(world, 'refund:rv_1')).state).toBe('outcome_unknown');
+    const wrong = world.stripe.seedRefund({
+      payment_intent: pi.payment_intent,
+      amount: 2400,
+      currency: 'usd',
+      metadata: { recon_operation_id: 'refund:rv_1' },
+    });
+    const pass = await run(world);
+    expect(pass.code).toBe(8);
+    expect(pass.summary.decisions[0]).toMatchObject({ state: 'needs_review', review_reason: 'mismatch' });
+
+    const resolve = (args: string[]) =>
+      world!.recon(['review', 'resolve', 'refund:rv_1', '--note', 'checked the dashboard', '--json', ...args]);
+    const confirmWrong = expectExit(await resolve(['--outcome', 'confirmed', '--txn', wrong.id]), 4);
+    expect(confirmWrong.json.error.message).toMatch(/amount \(2400 vs 2500\)/);
+    const failWhileHeld = expectExit(await resolve(['--outcome', 'failed']), 4);
+    expect(failWhileHeld.json.error.message).toContain(wrong.id);
+    expectExit(await resolve(['--outcome', 'cancelled']), 4);
+    expect((await show(world, 'refund:rv_1')).operation.state).toBe('needs_review');
+
+    // --force needs --reason; with both, the person's decision is recorded with the problems.
+    expectExit(await resolve(['--outcome', 'confirmed', '--txn', wrong.id, '--force']), 2);
+    const forced = expectExit(
+      await resolve([
+        '--outcome',
+        'confirmed',
+        '--txn',
+        wrong.id,
+        '--force',
+        '--reason',
+        'partial refund agreed, FIN-9',
+      ]),
+      0,
+    );
+    expect(forced.json).toMatchObject({ state: 'confirmed' });
+    const detail = await show(world, 'refund:rv_1');
+    expect(detail.events.at(-1)).toMatchObject({ kind: 'review.resolved', rule: 'human.review.forced' });
+    expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
+  });
+});

@@ -1,0 +1,110 @@
+/**
+ * Issue 10, "A changed payload is sent" and the submit half of "Provider payloads validated when
+ * recorded": the payload hash is re-checked in the transaction that claims the attempt (submit and
+ * every retry), a transaction linked from a submit response is checked like a lookup's, and an
+ * adapter's local error before any byte is sent never burns an attempt as an unknown outcome.
+ * In-process against the Stripe sandbox, asserting on its ledger.
+ */
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { eventsOf, verifyChains } from '../../src/core/audit.js';
+import { recordOperations } from '../../src/core/record.js';
+import { attemptsOf, getOperation, transactionsOf } from '../../src/core/repo.js';
+import { submitOperation } from '../../src/core/submit.js';
+import { validateOperation } from '../../src/core/validate.js';
+import { RefusedError, UsageError } from '../../src/errors.js';
+import type { Provider } from '../../src/types.js';
+import { backends, removeTempStores } from '../support/backends.js';
+import { startStripeWorld, type StripeWorld } from './integrity-support.js';
+
+afterAll(() => removeTempStores());
+
+describe.each(backends)('what submit sends, store on $name', (backend) => {
+  let w: StripeWorld | undefined;
+  afterEach(async () => {
+    await w?.close();
+    w = undefined;
+  });
+
+  const tamper = (id: string) =>
+    w!.db.query(`UPDATE recon.operations SET payload = jsonb_set(payload, '{amount}', '99999') WHERE id = $1`, [id]);
+
+  it('a payload changed in the database after recording is not sent: needs_review, payload_tampered, audited', async () => {
+    w = await startStripeWorld(backend);
+    const [pi] = await w.recordRefunds([{ id: 'refund:tp_1', amount: 1500 }]);
+    await tamper('refund:tp_1');
+
+    const err = await submitOperation(w.ctx, w.stripe, 'refund:tp_1').catch((e) => e);
+    expect(err).toBeInstanceOf(RefusedError);
+    expect(err.message).toMatch(/payload/);
+    expect(w.sandbox.refunds({ payment_intent: pi })).toEqual([]);
+    const op = await getOperation(w.db, 'refund:tp_1');
+    expect(op).toMatchObject({ state: 'needs_review', review_reason: 'payload_tampered', attempt_count: 0 });
+    expect(await attemptsOf(w.db, op.id)).toEqual([]);
+    expect((await eventsOf(w.db, op.id)).at(-1)).toMatchObject({
+      from_state: 'approved',
+      to_state: 'needs_review',
+      rule: 'claim.payload_tampered',
+    });
+    expect((await verifyChains(w.db)).ok).toBe(true);
+  });
+
+  it('a retry re-checks the payload in its claim as well: nothing sent, needs_review', async () => {
+    w = await startStripeWorld(backend);
+    const [pi] = await w.recordRefunds([{ id: 'refund:tp_2', amount: 1500 }]);
+    w.sandbox.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });
+    expect((await submitOperation(w.ctx, w.stripe, 'refund:tp_2')).operation.state).toBe('outcome_unknown');
+    await tamper('refund:tp_2');
+
+    const err = await submitOperation(w.ctx, w.stripe, 'refund:tp_2', {
+      from: 'outcome_unknown',
+      rule: 'not_found.retry',
+    }).catch((e) => e);
+    expect(err).toBeInstanceOf(RefusedError);
+    expect(w.sandbox.refunds({ payment_intent: pi })).toEqual([]);
+    expect(await getOperation(w.db, 'refund:tp_2')).toMatchObject({
+      state: 'needs_review',
+      review_reason: 'payload_tampered',
+      attempt_count: 1,
+    });
+  });
+
+  it('a transaction linked from a submit response is checked like a lookup: a different amount is needs_review (mismatch), never confirmed', async () => {
+    w = await startStripeWorld(backend);
+    await w.recordRefunds([{ id: 'refund:rs_1', amount: 1500 }]);
+    const stripe = w.stripe;
+    // An adapter (or a provider) that answers with another object than the one asked for.
+    const lying: Provider = {
+      ...stripe,
+      async submit(req) {
+        const r = await stripe.submit(req);
+        return { ...r, txn: { ...r.txn!, amount: 1499 } };
+      },
+    };
+    const r = await submitOperation(w.ctx, lying, 'refund:rs_1');
+    expect(r.operation).toMatchObject({ state: 'needs_review', review_reason: 'mismatch' });
+    expect(await transactionsOf(w.db, 'refund:rs_1')).toHaveLength(1);
+  });
+
+  it('an operation the adapter cannot send (no payment_intent nor charge) is refused before the claim: no attempt burned, not unknown', async () => {
+    w = await startStripeWorld(backend);
+    // Recorded before record-time validation existed (or through the library): nothing to refund.
+    await recordOperations(w.ctx, [
+      validateOperation(
+        {
+          id: 'refund:bad_1',
+          provider: 'stripe',
+          action: 'refund',
+          payload: { amount: 1500, currency: 'usd' },
+          approval: 'TICKET-1',
+        },
+        ['stripe'],
+      ),
+    ]);
+    const err = await submitOperation(w.ctx, w.stripe, 'refund:bad_1').catch((e) => e);
+    expect(err).toBeInstanceOf(UsageError);
+    expect(err.message).toMatch(/payment_intent/);
+    expect(await getOperation(w.db, 'refund:bad_1')).toMatchObject({ state: 'approved', attempt_count: 0 });
+    expect(await attemptsOf(w.db, 'refund:bad_1')).toEqual([]);
+    expect(w.sandbox.refunds()).toEqual([]);
+  });
+});
