@@ -12,7 +12,7 @@ import { backends, removeTempStores } from '../support/backends.js';
 import { startWorld, type World } from '../support/world.js';
 import { expectExit, refundOp } from './incidents-support.js';
 
-const backend = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
+const backend = backends.find((b) => b.name === 'postgres') ?? backends[0];
 let world: World;
 let pi: string;
 

@@ -11,7 +11,7 @@ import { collect, type CliResult } from '../support/cli.js';
 import { startWorld, type World } from '../support/world.js';
 import { sleep } from './incidents-support.js';
 
-const backend = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
+const backend = backends.find((b) => b.name === 'postgres') ?? backends[0];
 
 let world: World;
 let port: number;
@@ -37,7 +37,7 @@ function rawRequest(
       socket.destroy();
       done();
     }, waitMs);
-    socket.on('data', (d) => (text += d));
+    socket.on('data', (d: Buffer) => (text += d.toString()));
     socket.on('error', () => undefined);
     socket.on('close', () => {
       clearTimeout(timer);
