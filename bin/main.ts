@@ -4,7 +4,8 @@ import { ReconError, UsageError } from '../src/errors.js';
 import { registerAll } from '../commands/index.js';
 import { versionText } from './version.js';
 
-export function buildProgram(): Command {
+/** The program, with the command `argv` names loaded (every command with `all`). */
+export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {}): Promise<Command> {
   const program = new Command('recon')
     .description(
       'Reconcile side effects whose outcome is unknown: find out what the provider did, finish it exactly once.',
@@ -34,7 +35,7 @@ Examples:
 Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
             5 provider unavailable, 6 store locked or unreachable, 8 needs a human`,
     );
-  registerAll(program);
+  await registerAll(program, argv, o);
   // Every subcommand inherits the override so commander never calls process.exit itself.
   const inherit = (cmd: Command) => {
     for (const sub of cmd.commands) {
@@ -57,7 +58,7 @@ async function redactor(): Promise<(s: string) => string> {
 
 /** The one place that maps an error to an exit code and a message (SPEC §7). */
 export async function main(argv: string[]): Promise<void> {
-  const program = buildProgram();
+  const program = await buildProgram(argv);
   const json = argv.includes('--json');
   try {
     await program.parseAsync(argv);

@@ -1,11 +1,22 @@
 import type { Command } from 'commander';
 import { parseDuration, parseSinceOrDate } from '../src/core/durations.js';
-import { findDuplicates, scanLedger, type Duplicate, type DuplicateScan } from '../src/core/duplicates.js';
+import { once } from 'node:events';
+import type { Writable } from 'node:stream';
+import {
+  findDuplicates,
+  forEachDuplicate,
+  scanLedger,
+  type Duplicate,
+  type DuplicateScan,
+  type FindOptions,
+} from '../src/core/duplicates.js';
+import type { Db } from '../src/store/db.js';
 import { UsageError } from '../src/errors.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
-import { info, printJson, println } from './support/io.js';
+import { info, println } from './support/io.js';
 import { renderTable } from './support/style.js';
+import { printable } from './support/terminal.js';
 
 export interface DuplicatesOptions {
   provider?: string;
@@ -77,11 +88,48 @@ export async function runDuplicates(o: DuplicatesOptions, deps: Deps): Promise<n
     );
     if (progress) deps.io.err.write('\r\x1b[K');
   }
-  const duplicates = await findDuplicates(core.db, { provider: o.provider, since, until, windowMs });
-  if (deps.globals.json) printJson(deps.io, { duplicates, scans });
-  else if (o.csv) println(deps.io, toCsv(duplicates));
-  else await render(deps, duplicates, scans);
-  return duplicates.length ? 8 : 0;
+  const find = { provider: o.provider, since, until, windowMs };
+  // JSON and CSV are written as the groups are found: a ledger of millions holds thousands of groups,
+  // and a report held whole in memory grows with it. A person's table is short enough to collect.
+  let found: number;
+  if (deps.globals.json) found = await streamJson(deps.io.out, core.db, find, scans);
+  else if (o.csv) found = await streamCsv(deps.io.out, core.db, find);
+  else {
+    const duplicates = await findDuplicates(core.db, find);
+    await render(deps, duplicates, scans);
+    found = duplicates.length;
+  }
+  return found ? 8 : 0;
+}
+
+/** Writes, waiting for the stream to drain when its buffer is full (stdout piped to a slow reader). */
+async function write(out: Writable, text: string): Promise<void> {
+  if (!out.write(text)) await once(out, 'drain');
+}
+
+const indent = (json: string, by: string) => json.replace(/\n/g, `\n${by}`);
+
+/** The same document `printJson` writes for `{ duplicates, scans }`, byte for byte, one group at a time. */
+async function streamJson(out: Writable, db: Db, find: FindOptions, scans: DuplicateScan[]): Promise<number> {
+  await write(out, '{\n  "duplicates": [');
+  let n = 0;
+  const total = await forEachDuplicate(db, find, async (batch) => {
+    let text = '';
+    for (const d of batch) text += `${n++ ? ',' : ''}\n    ${indent(JSON.stringify(d, null, 2), '    ')}`;
+    await write(out, text);
+  });
+  await write(out, `${total ? '\n  ' : ''}],\n  "scans": ${indent(JSON.stringify(scans, null, 2), '  ')}\n}\n`);
+  return total;
+}
+
+async function streamCsv(out: Writable, db: Db, find: FindOptions): Promise<number> {
+  await write(out, CSV_HEAD.join(','));
+  const total = await forEachDuplicate(db, find, async (batch) => {
+    const rows = csvRows(batch);
+    if (rows.length) await write(out, `\n${rows.join('\n')}`);
+  });
+  await write(out, '\n');
+  return total;
 }
 
 const CSV_HEAD = [
@@ -104,8 +152,8 @@ function csvCell(v: unknown): string {
   return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
 
-export function toCsv(duplicates: Duplicate[]): string {
-  const rows = [CSV_HEAD.join(',')];
+function csvRows(duplicates: Duplicate[]): string[] {
+  const rows: string[] = [];
   for (const d of duplicates) {
     for (const t of d.transactions) {
       rows.push(
@@ -128,7 +176,7 @@ export function toCsv(duplicates: Duplicate[]): string {
       );
     }
   }
-  return rows.join('\n');
+  return rows;
 }
 
 async function render(deps: Deps, duplicates: Duplicate[], scans: DuplicateScan[]): Promise<void> {
@@ -145,11 +193,11 @@ async function render(deps: Deps, duplicates: Duplicate[], scans: DuplicateScan[
       deps.io,
       ['provider', 'kind', 'key', 'transactions', 'total', 'recon knows'],
       duplicates.map((d) => [
-        d.provider,
+        printable(d.provider),
         d.kind,
-        d.key,
-        d.transactions.map((t) => t.provider_id).join('\n'),
-        `${d.amount_total} ${d.currency ?? ''}`.trim(),
+        printable(d.key),
+        d.transactions.map((t) => printable(t.provider_id)).join('\n'),
+        `${d.amount_total} ${printable(d.currency)}`.trim(),
         d.recon_knows ? 'yes' : 'no',
       ]),
     ),

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { readAnchor, writeAnchor, type AnchorHeads } from '../src/core/anchor.js';
 import { verifyChains } from '../src/core/audit.js';
 import { action } from './support/action.js';
 import { info, printJson, println } from './support/io.js';
@@ -9,16 +10,53 @@ export function register(audit: Command): void {
     .command('verify')
     .description('re-compute every hash chain of the audit trail; report the first broken link per operation')
     .option('--operation <id>', 'only this operation')
-    .addHelpText('after', '\nExit code 4 when a chain is broken.\n\nExample:\n  $ recon audit verify --json')
+    .option(
+      '--anchor <file>',
+      'compare with the chain heads kept in FILE (outside the database), then rewrite it; written on first use',
+    )
+    .addHelpText(
+      'after',
+      `
+Also checks that every operation has a chain and that the chain ends in the operation's state.
+With --anchor, a chain that ends before (or differs at) a head recorded in FILE is broken: that is
+how a deletion by the role that owns recon's tables is found. FILE is rewritten only when the
+trail is intact, so the heads that prove a deletion are kept.
+
+Exit code 4 when a chain is broken; 2 when FILE is not an intact anchor.
+
+Examples:
+  $ recon audit verify --json
+  $ recon audit verify --anchor /secure/recon-heads.json`,
+    )
     .action(
-      action<{ operation?: string }>(async (_a, opts, deps) => {
+      action<{ operation?: string; anchor?: string }>(async (_a, opts, deps) => {
         const core = await deps.core();
-        const report = await verifyChains(core.db, { operationId: opts.operation });
-        if (deps.globals.json) printJson(deps.io, report);
+        const anchor = opts.anchor ? await readAnchor(opts.anchor) : null;
+        const heads: AnchorHeads | undefined = opts.anchor ? {} : undefined;
+        const report = await verifyChains(core.db, { operationId: opts.operation, anchor: anchor?.heads, heads });
+        let anchorJson: { file: string; status: 'created' | 'updated' | 'kept'; heads: number } | undefined;
+        if (opts.anchor && heads) {
+          // Only an intact trail moves the anchor forward; with --operation, the other heads are kept.
+          const next = opts.operation ? { ...(anchor?.heads ?? {}), ...heads } : heads;
+          if (report.ok) await writeAnchor(opts.anchor, next, deps.now());
+          const status = !report.ok ? 'kept' : anchor ? 'updated' : 'created';
+          anchorJson = {
+            file: opts.anchor,
+            status,
+            heads: Object.keys(report.ok ? next : (anchor?.heads ?? {})).length,
+          };
+          if (status === 'created')
+            info(
+              deps.io,
+              `no anchor at ${opts.anchor}: wrote one with ${anchorJson.heads} chain heads; nothing to compare with this time. Keep it outside the database`,
+            );
+          if (status === 'kept') info(deps.io, `anchor ${opts.anchor} kept as it was (the trail is broken)`);
+        }
+        if (deps.globals.json) printJson(deps.io, { ...report, ...(anchorJson ? { anchor: anchorJson } : {}) });
         else if (report.ok)
           info(
             deps.io,
-            `audit trail intact: ${report.operations_checked} operation(s), ${report.events_checked} event(s) verified`,
+            `audit trail intact: ${report.operations_checked} operation(s), ${report.events_checked} event(s) verified${anchorJson ? `, anchor ${anchorJson.status}` : ''}`,
           );
         else {
           println(

@@ -16,7 +16,7 @@ export function register(program: Command): void {
       `
 Plays incidents 1, 2, 3, 5, 6 and 9: a refund committed before the connection dropped, the
 second click, delayed indexing, a key past its retention, a webhook delivered twice and an old
-duplicate. The providers run inside this process, the store is in memory (--db and --config are
+duplicate; and 11, the agent's afternoon: an AI agent's refund through recon mcp. The providers run inside this process, the store is in memory (--db and --config are
 not used), and nothing is left behind. Each claim is checked against the store and the provider's
 ledger: exit 1 means a check failed, which is a bug in recon.
 

@@ -1,57 +1,214 @@
-import type { Command } from 'commander';
-import * as attach from './attach.js';
-import * as auditDuplicates from './audit-duplicates.js';
-import * as auditVerify from './audit-verify.js';
-import * as db from './db.js';
-import * as demo from './demo.js';
-import * as escalate from './escalate.js';
-import * as init from './init.js';
-import * as lookup from './lookup.js';
-import * as opsApprove from './ops-approve.js';
-import * as opsList from './ops-list.js';
-import * as opsRecord from './ops-record.js';
-import * as opsShow from './ops-show.js';
-import * as opsSubmit from './ops-submit.js';
-import * as retry from './retry.js';
-import * as review from './review.js';
-import * as run from './run.js';
-import * as sandbox from './sandbox.js';
-import * as stats from './stats.js';
-import * as webhook from './webhook.js';
+import { Help, type Command } from 'commander';
 
-/** Registers every command; each file only parses and renders, the work is in src/. */
-export function registerAll(program: Command): void {
-  init.register(program);
-  db.register(program);
-  const ops = program
-    .command('ops')
-    .description('record, approve, submit, list and show operations')
-    .addHelpText(
-      'after',
+/**
+ * The command table. `recon --help` (and `recon ops --help`) needs each command's name, usage and
+ * description only: those are here, and a command's module — which loads the store, providers and
+ * the rest of src/ — is imported only when that command runs or its own help is asked for. Loading
+ * every module made `recon --help` take 2× as long as starting node (npm run bench, startup).
+ *
+ * To add a command: a row here (in the order `recon --help` lists them), and `commands/<name>.ts`
+ * exporting `register(parent)`. test/unit/commands.test.ts checks that each row's usage and
+ * description are what its module registers.
+ */
+export interface CommandEntry {
+  name: string;
+  /** How `recon --help` lists it: the name, `[options]` when it has any, its arguments. */
+  usage: string;
+  description: string;
+  load: () => Promise<{ register(parent: Command): void }>;
+}
+
+export interface CommandGroup {
+  name: string;
+  description: string;
+  examples: string;
+  commands: CommandEntry[];
+}
+
+export const COMMANDS: (CommandEntry | CommandGroup)[] = [
+  {
+    name: 'init',
+    usage: 'init',
+    description: 'write a commented recon.config.json (if absent) and migrate the store',
+    load: () => import('./init.js'),
+  },
+  {
+    name: 'db',
+    usage: 'db',
+    description: 'the store: migrations and status',
+    load: () => import('./db.js'),
+  },
+  {
+    name: 'ops',
+    description: 'record, approve, submit, list and show operations',
+    examples:
       '\nExamples:\n  $ recon ops record ops.ndjson\n  $ recon ops list --unresolved\n  $ recon ops show refund:ord_1042',
-    );
-  opsRecord.register(ops);
-  opsApprove.register(ops);
-  opsSubmit.register(ops);
-  opsList.register(ops);
-  opsShow.register(ops);
-  lookup.register(program);
-  attach.register(program);
-  retry.register(program);
-  escalate.register(program);
-  review.register(program);
-  run.register(program);
-  webhook.register(program);
-  stats.register(program);
-  sandbox.register(program);
-  demo.register(program);
-  const audit = program
-    .command('audit')
-    .description('the audit trail and provider-side duplicate audits')
-    .addHelpText(
-      'after',
-      '\nExamples:\n  $ recon audit verify\n  $ recon audit duplicates --provider stripe --since 30d --csv',
-    );
-  auditDuplicates.register(audit);
-  auditVerify.register(audit);
+    commands: [
+      {
+        name: 'record',
+        usage: 'record [file]',
+        description: 'record operations before calling the provider: a JSON object, an array, or NDJSON lines',
+        load: () => import('./ops-record.js'),
+      },
+      {
+        name: 'approve',
+        usage: 'approve [options] <id>',
+        description: 'approve a proposed operation so it may be submitted',
+        load: () => import('./ops-approve.js'),
+      },
+      {
+        name: 'submit',
+        usage: 'submit <id>',
+        description: 'claim an approved operation and make its first attempt now, with its own idempotency key',
+        load: () => import('./ops-submit.js'),
+      },
+      {
+        name: 'list',
+        usage: 'list [options]',
+        description: 'operations, newest first',
+        load: () => import('./ops-list.js'),
+      },
+      {
+        name: 'show',
+        usage: 'show <id>',
+        description: 'one operation: record, attempts, provider transactions, observations and the audit timeline',
+        load: () => import('./ops-show.js'),
+      },
+    ],
+  },
+  {
+    name: 'lookup',
+    usage: 'lookup [options] [id]',
+    description: 'ask the provider what it holds (read-only at the provider)',
+    load: () => import('./lookup.js'),
+  },
+  {
+    name: 'attach',
+    usage: 'attach [options] <id> <txn>',
+    description: 'link a provider transaction to an operation, after fetching and checking it',
+    load: () => import('./attach.js'),
+  },
+  {
+    name: 'retry',
+    usage: 'retry [options] <id>',
+    description: 'evaluate the rule now; retry with the original key and payload only if it allows',
+    load: () => import('./retry.js'),
+  },
+  {
+    name: 'escalate',
+    usage: 'escalate [options] <id>',
+    description: 'hand an unresolved operation to a human (→ needs_review)',
+    load: () => import('./escalate.js'),
+  },
+  {
+    name: 'review',
+    usage: 'review',
+    description: 'the human queue: operations in needs_review',
+    load: () => import('./review.js'),
+  },
+  {
+    name: 'run',
+    usage: 'run [options]',
+    description: 'one reconciliation pass over unresolved operations: look up, decide by the rule, act',
+    load: () => import('./run.js'),
+  },
+  {
+    name: 'webhook',
+    usage: 'webhook',
+    description: 'ingest provider events: verified, deduplicated, matched to operations',
+    load: () => import('./webhook.js'),
+  },
+  {
+    name: 'mcp',
+    usage: 'mcp [options]',
+    description:
+      "serve recon's tools to an AI agent (Model Context Protocol): over stdio, or Streamable HTTP with --http",
+    load: () => import('./mcp.js'),
+  },
+  {
+    name: 'stats',
+    usage: 'stats [options]',
+    description: 'unresolved by state and age, duplicates, time to reconciliation, attempts per operation',
+    load: () => import('./stats.js'),
+  },
+  {
+    name: 'sandbox',
+    usage: 'sandbox [options] <kind>',
+    description: 'start a local provider sandbox (Stripe-compatible or warehouse) for trying recon; Ctrl-C to stop',
+    load: () => import('./sandbox.js'),
+  },
+  {
+    name: 'demo',
+    usage: 'demo',
+    description: 'play the incidents of the spec against built-in sandbox providers on a throw-away store',
+    load: () => import('./demo.js'),
+  },
+  {
+    name: 'audit',
+    description: 'the audit trail and provider-side duplicate audits',
+    examples: '\nExamples:\n  $ recon audit verify\n  $ recon audit duplicates --provider stripe --since 30d --csv',
+    commands: [
+      {
+        name: 'duplicates',
+        usage: 'duplicates [options]',
+        description:
+          'find provider-side duplicates: several transactions for one operation or client reference, same-charge same-amount refunds close in time',
+        load: () => import('./audit-duplicates.js'),
+      },
+      {
+        name: 'verify',
+        usage: 'verify [options]',
+        description: 're-compute every hash chain of the audit trail; report the first broken link per operation',
+        load: () => import('./audit-verify.js'),
+      },
+    ],
+  },
+];
+
+/** Global options that take a value: their value is not a command name. */
+const VALUE_OPTIONS = new Set(['--db', '--config', '--actor']);
+
+/** The command words of argv (after node and the script): `recon --db X ops list -n 3` → ['ops', 'list', '3']. */
+function words(args: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === '--') break;
+    if (a.startsWith('-')) {
+      if (VALUE_OPTIONS.has(a)) i++;
+      continue;
+    }
+    out.push(a);
+  }
+  return out;
+}
+
+/** Usage text for the listing of a command that was not loaded. */
+const usages = new WeakMap<Command, string>();
+
+/**
+ * Registers the command table on `program`: the command that `argv` names (or whose help it asks
+ * for, `recon help NAME`) for real, every other one as its name, usage and description only.
+ * `all` loads every command (tests, and anything that walks the whole tree).
+ */
+export async function registerAll(program: Command, argv: string[] = [], o: { all?: boolean } = {}): Promise<void> {
+  let [first, second] = words(argv.slice(2));
+  if (first === 'help') [first, second] = [second, words(argv.slice(2))[2]];
+  // Set before the subcommands are made, which inherit it (`recon ops --help` lists stubs too).
+  const help = new Help();
+  program.configureHelp({ subcommandTerm: (cmd) => usages.get(cmd) ?? help.subcommandTerm(cmd) });
+  const stub = (parent: Command, e: CommandEntry) => {
+    const cmd = parent.command(e.name).description(e.description);
+    usages.set(cmd, e.usage);
+  };
+  for (const entry of COMMANDS) {
+    if ('commands' in entry) {
+      const group = program.command(entry.name).description(entry.description).addHelpText('after', entry.examples);
+      for (const e of entry.commands) {
+        if (o.all || (first === entry.name && second === e.name)) (await e.load()).register(group);
+        else stub(group, e);
+      }
+    } else if (o.all || first === entry.name) (await entry.load()).register(program);
+    else stub(program, entry);
+  }
 }

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { parseSinceOrDate } from '../src/core/durations.js';
-import { evaluate, lookupDetail } from '../src/core/reconcile.js';
+import { applyLookupFindings, isReconcilable } from '../src/core/found.js';
+import { evaluate, lookupDetail, safeLookup } from '../src/core/reconcile.js';
 import { getOperation } from '../src/core/repo.js';
 import { note, recordObservation } from '../src/core/transition.js';
 import { validateId } from '../src/core/validate.js';
@@ -69,6 +70,18 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
   const core = await deps.core();
   const op = await getOperation(core.db, validateId(id));
   const provider = await deps.provider(op.provider);
+  if (!isReconcilable(op.state)) {
+    // Not the rule's to decide: what is found is linked as evidence (a duplicate for a confirmed operation).
+    const lookup = await safeLookup(provider, op);
+    const state = await applyLookupFindings(core, provider, op, lookup);
+    if (deps.globals.json) return printJson(deps.io, { id: op.id, state, ...lookupDetail(lookup), conclusion: null });
+    await renderLookup(deps, lookup);
+    info(
+      deps.io,
+      `${op.id} is ${state}${state !== op.state ? ` (was ${op.state})` : ''}; the rule decides only unresolved operations`,
+    );
+    return lookup.result === 'unavailable' ? 5 : 0;
+  }
   const { lookup, decision } = await evaluate(core, provider, op);
   // Read-only at the provider; recon records what it saw, as evidence for the rule.
   await core.db

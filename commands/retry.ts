@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { claimOne, newOwnerToken } from '../src/core/claims.js';
-import { decisionJson, evaluate, reconcileOne } from '../src/core/reconcile.js';
+import { decisionJson, evaluate, reconcileById } from '../src/core/reconcile.js';
 import { getOperation } from '../src/core/repo.js';
 import { validateId } from '../src/core/validate.js';
 import { RefusedError } from '../src/errors.js';
@@ -47,18 +46,12 @@ Example:
           const { decision: d } = await evaluate(core, provider, op);
           result = { ...decisionJson(id, d), dry_run: true };
         } else {
-          const owner = newOwnerToken(core.actor);
-          const claimed = await claimOne(core.db, id, {
-            owner,
-            leaseMs: provider.capabilities.leaseMs,
-            now: core.now(),
-          });
-          if (!claimed)
+          result = await reconcileById(core, provider, id);
+          if (!result)
             throw new RefusedError(
               `operation ${id} is claimed by another worker right now; try again shortly`,
               'lease_held',
             );
-          result = await reconcileOne(core, provider, claimed, { owner });
         }
         if (deps.globals.json) printJson(deps.io, result);
         else info(deps.io, `${id}: ${result.decision} (${result.rule}) → ${result.state}: ${result.explanation}`);

@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
-import { info, printJson } from './support/io.js';
 
 export function register(program: Command): void {
   program
@@ -37,8 +36,10 @@ Example:
         } else {
           throw new UsageError(`<kind>: "${kind}" is not one of stripe, warehouse`);
         }
-        if (deps.globals.json) printJson(deps.io, { kind, summary: lines });
-        else for (const l of lines) info(deps.io, l);
+        // The sandbox's key and webhook secret are fake and printed on purpose (the user exports them),
+        // so these lines bypass the redaction that printJson/info apply to everything else.
+        if (deps.globals.json) deps.io.out.write(JSON.stringify({ kind, summary: lines }, null, 2) + '\n');
+        else if (!deps.io.quiet) for (const l of lines) deps.io.err.write(l + '\n');
         await new Promise<void>((resolve) => {
           process.once('SIGINT', resolve);
           process.once('SIGTERM', resolve);

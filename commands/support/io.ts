@@ -1,4 +1,5 @@
 import type { Writable } from 'node:stream';
+import { redact } from '../../src/config/redact.js';
 
 /**
  * The one object that knows about the terminal (gh's IOStreams): where data goes (stdout),
@@ -34,23 +35,26 @@ export function systemIO(opts: { color: boolean; quiet: boolean; json: boolean; 
   };
 }
 
+// Every line recon prints goes through redact() (SPEC §6: secrets are never printed): a secret that
+// reached a value by a path nobody foresaw is still hidden at the last boundary.
+
 /** Writes a line of data to stdout. */
 export function println(io: IO, text = ''): void {
-  io.out.write(text + '\n');
+  io.out.write(redact(text) + '\n');
 }
 
 /** Progress, warnings and "done" go to stderr, and not at all with --quiet. */
 export function info(io: IO, text: string): void {
-  if (!io.quiet) io.err.write(text + '\n');
+  if (!io.quiet) io.err.write(redact(text) + '\n');
 }
 
 export function warn(io: IO, text: string): void {
-  io.err.write(`warning: ${text}\n`);
+  io.err.write(`warning: ${redact(text)}\n`);
 }
 
 /** `--json` output: exactly one document on stdout. */
 export function printJson(io: IO, value: unknown): void {
-  io.out.write(JSON.stringify(value, null, 2) + '\n');
+  io.out.write(redact(JSON.stringify(value, null, 2)) + '\n');
 }
 
 export async function readAll(stream: NodeJS.ReadableStream): Promise<string> {

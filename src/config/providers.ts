@@ -5,8 +5,10 @@ import type { ProviderCapabilities } from '../types.js';
 import { formatDuration } from '../core/durations.js';
 import { describe, didYouMean, Section } from './read.js';
 import { registerSecret } from './redact.js';
+import { isCurrency } from '../core/validate.js';
 import {
   PROVIDER_TYPES,
+  type AutoApprovePolicy,
   type HttpProviderConfig,
   type ModuleProviderConfig,
   type ProviderConfig,
@@ -67,11 +69,29 @@ export function readProvider(name: string, raw: unknown, configDir: string): Pro
     );
   }
   const type = typeValue as ProviderType;
-  const s = new Section(raw, where, ['type', ...CAPABILITY_KEYS, ...TYPE_KEYS[type]]);
+  const s = new Section(raw, where, ['type', 'autoApprove', ...CAPABILITY_KEYS, ...TYPE_KEYS[type]]);
   const capabilities = readCapabilities(s, { ...DEFAULT_CAPABILITIES, ...TYPE_DEFAULTS[type] });
-  if (type === 'stripe') return readStripe(name, s, capabilities);
-  if (type === 'http') return readHttp(name, s, capabilities);
-  return readModule(name, s, capabilities, configDir);
+  const autoApprove = readAutoApprove(s);
+  if (type === 'stripe') return { ...readStripe(name, s, capabilities), autoApprove };
+  if (type === 'http') return { ...readHttp(name, s, capabilities), autoApprove };
+  return { ...readModule(name, s, capabilities, configDir), autoApprove };
+}
+
+/** `autoApprove: {maxAmount, currencies}`: both required, so a policy never approves more than it says. */
+function readAutoApprove(s: Section): AutoApprovePolicy | null {
+  const p = s.optionalSection('autoApprove', ['maxAmount', 'currencies']);
+  if (!p) return null;
+  const maxAmount = p.value['maxAmount'];
+  if (typeof maxAmount !== 'number' || !Number.isSafeInteger(maxAmount) || maxAmount < 0) {
+    throw new UsageError(
+      `${p.at('maxAmount')}: required, a non-negative integer in minor units (e.g. 5000 for 50.00), got ${describe(maxAmount)}`,
+    );
+  }
+  const currencies = p.stringList('currencies').map((c) => c.toLowerCase());
+  if (currencies.length === 0 || currencies.some((c) => !/^[a-z]{3}$/.test(c) || !isCurrency(c))) {
+    throw new UsageError(`${p.at('currencies')}: required, a list of ISO 4217 codes such as ["usd"]`);
+  }
+  return { maxAmount, currencies };
 }
 
 function readCapabilities(s: Section, d: ProviderCapabilities): ProviderCapabilities {

@@ -21,6 +21,8 @@ const PATTERNS: Array<[RegExp, string]> = [
   [/\bwhsec_[A-Za-z0-9+/=_-]+/g, REDACTED],
   // The password of postgres://user:password@host/db; the user name stays, it helps debugging.
   [/\b(postgres(?:ql)?:\/\/[^:/@\s]*:)[^@\s]+@/gi, `$1${REDACTED}@`],
+  // libpq also takes it as a parameter: postgres://user@host/db?password=… (and sslpassword for a key).
+  [/([?&](?:ssl)?password=)[^&\s"']+/gi, `$1${REDACTED}`],
 ];
 
 export function registerSecret(value: string | null | undefined): void {
@@ -39,6 +41,28 @@ export function redact(text: string): string {
     if (out.includes(secret)) out = out.split(secret).join(REDACTED);
   }
   for (const [pattern, replacement] of PATTERNS) out = out.replace(pattern, replacement);
+  return out;
+}
+
+/**
+ * `redact()` applied to every string inside a value (object keys included), for what a provider
+ * hands back: its messages, request ids and objects are stored (attempts, observations, the
+ * append-only audit trail, where nothing can be removed later) and printed. Dates and other
+ * non-plain objects are kept as they are.
+ */
+export function redactDeep<T>(value: T): T {
+  if (ordered.length === 0 && typeof value !== 'string' && (value === null || typeof value !== 'object')) return value;
+  return deep(value, 0) as T;
+}
+
+function deep(value: unknown, depth: number): unknown {
+  if (typeof value === 'string') return redact(value);
+  if (value === null || typeof value !== 'object' || depth > 50) return value;
+  if (Array.isArray(value)) return value.map((v) => deep(v, depth + 1));
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[redact(k)] = deep(v, depth + 1);
   return out;
 }
 

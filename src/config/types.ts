@@ -7,11 +7,24 @@ import type { ProviderCapabilities } from '../types.js';
 export const PROVIDER_TYPES = ['stripe', 'http', 'module'] as const;
 export type ProviderType = (typeof PROVIDER_TYPES)[number];
 
+/**
+ * `autoApprove`: operations at or under `maxAmount` (minor units) in one of `currencies` are approved
+ * when an agent proposes them (`recon mcp`), with approval reference `policy:autoApprove`. Anything
+ * else waits for a person (`recon ops approve`). Absent: every agent proposal waits for a person.
+ */
+export interface AutoApprovePolicy {
+  maxAmount: number;
+  /** Lower-case ISO 4217 codes. */
+  currencies: string[];
+}
+
 interface BaseProviderConfig {
   /** The key under `providers`, e.g. `stripe`, `warehouse`. */
   name: string;
   /** Every capability with its default applied (see ProviderCapabilities for the defaults). */
   capabilities: ProviderCapabilities;
+  /** Default null: no action is approved without a person. */
+  autoApprove?: AutoApprovePolicy | null;
 }
 
 export interface StripeProviderConfig extends BaseProviderConfig {

@@ -8,6 +8,7 @@ import { rowToObservation } from './repo.js';
 import { decide } from './rule.js';
 import { payloadHash } from './canonical.js';
 import { assertTransition, isTerminal } from './states.js';
+import { writeGroupRows, type GroupRow } from './group-write.js';
 import { assertLease, linkTransactions, recordObservations } from './transition.js';
 
 /**
@@ -31,6 +32,8 @@ export interface PlannedDecision {
   decision: Decision;
   /** `unavailable`: when to look again (the provider is backed off until then). */
   nextCheckAt: Date | null;
+  /** The chain head read with the history, when it was (see History.head). */
+  head?: ChainHead;
 }
 
 /** The JSON shape of a `retry`/`run` decision (SPEC §7). */
@@ -82,19 +85,31 @@ function txnSummary(t: LookupResult['matches'][number]) {
 export interface History {
   observations: Observation[];
   lastAttemptAt: Date | null;
+  /**
+   * The head of the operation's audit chain when the history was read. The decision's event is
+   * chained to it without reading it again; should another writer have appended meanwhile, the
+   * event's seq is taken and the write fails as a whole (primary key), then goes step by step.
+   */
+  head?: ChainHead;
 }
 
-/** The histories of many operations, two queries whatever their number. */
+export interface ChainHead {
+  seq: number;
+  hash: string;
+}
+
+/** The histories of many operations (observations, last attempt, chain head), three queries whatever their number. */
 export async function historiesOf(q: Queryable, ops: Operation[]): Promise<Map<string, History>> {
   const out = new Map<string, History>();
   if (ops.length === 0) return out;
   // With one attempt, it started at first_attempt_at (claimAttempt writes both from one clock
   // reading): attempts are only read for retried operations.
   const retried = ops.filter((op) => op.attempt_count > 1).map((op) => op.id);
-  const [obs, attempts] = await Promise.all([
+  const ids = ops.map((op) => op.id);
+  const [obs, attempts, heads] = await Promise.all([
     q.query(
       'SELECT * FROM recon.observations WHERE operation_id = ANY($1::text[]) ORDER BY operation_id, observed_at, id',
-      [ops.map((op) => op.id)],
+      [ids],
     ),
     retried.length
       ? q.query<{ operation_id: string; started_at: Date }>(
@@ -103,6 +118,7 @@ export async function historiesOf(q: Queryable, ops: Operation[]): Promise<Map<s
           [retried],
         )
       : Promise.resolve({ rows: [] as { operation_id: string; started_at: Date }[] }),
+    chainHeads(q, ids),
   ]);
   for (const op of ops)
     out.set(op.id, { observations: [], lastAttemptAt: op.attempt_count > 1 ? null : op.first_attempt_at });
@@ -110,7 +126,20 @@ export async function historiesOf(q: Queryable, ops: Operation[]): Promise<Map<s
     out.get(o.operation_id)!.observations.push(rowToObservation(o));
   }
   for (const a of attempts.rows) out.get(a.operation_id)!.lastAttemptAt = a.started_at;
+  for (const [id, head] of heads) out.get(id)!.head = head;
   return out;
+}
+
+/** The last event of each operation's chain (genesis for none), one query. */
+export async function chainHeads(q: Queryable, ids: string[]): Promise<Map<string, ChainHead>> {
+  const r = await q.query<{ id: string; seq: number | null; hash: string | null }>(
+    `SELECT i.id, e.seq, e.hash FROM unnest($1::text[]) AS i(id)
+       LEFT JOIN LATERAL (SELECT seq, hash FROM recon.audit_events WHERE operation_id = i.id ORDER BY seq DESC LIMIT 1) e ON true`,
+    [ids],
+  );
+  return new Map(
+    r.rows.map((h) => [h.id, h.seq === null ? { seq: 0, hash: GENESIS_HASH } : { seq: Number(h.seq), hash: h.hash! }]),
+  );
 }
 
 /** Runs the rule (a pure function of what it is given and the clock) and plans the write. */
@@ -148,7 +177,7 @@ export function planDecision(
     });
     nextCheckAt = new Date(now.getTime() + delay);
   }
-  return { op, provider: provider.name, lookup, decision, nextCheckAt };
+  return { op, provider: provider.name, lookup, decision, nextCheckAt, head: history.head };
 }
 
 /**
@@ -172,17 +201,19 @@ export async function applyDecisions(ctx: CoreContext, items: PlannedDecision[],
     }
   });
   const results: Applied[] = new Array(items.length);
-  const written = await applyGroup(
-    ctx,
-    group.map((i) => items[i]!),
-    owner,
-  ).catch(async (err: unknown) => {
-    if (group.length === 1)
-      return [{ ok: false, error: err instanceof Error ? err : new Error(String(err)) } as Applied];
-    const alone: Applied[] = [];
-    for (const i of group) alone.push(...(await applyDecisions(ctx, [items[i]!], owner)));
-    return alone;
-  });
+  const members = group.map((i) => items[i]!);
+  // One statement for the group; should it fail as a whole (a chain head moved since it was read, a
+  // transaction linked elsewhere meanwhile, a store error), the group goes again step by step,
+  // reading everything under its row locks, and then item by item.
+  const written = await writeGroup(ctx, members, owner)
+    .catch(() => applyGroup(ctx, members, owner))
+    .catch(async (err: unknown) => {
+      if (group.length === 1)
+        return [{ ok: false, error: err instanceof Error ? err : new Error(String(err)) } as Applied];
+      const alone: Applied[] = [];
+      for (const i of group) alone.push(...(await applyDecisions(ctx, [items[i]!], owner)));
+      return alone;
+    });
   group.forEach((i, k) => (results[i] = written[k]!));
   if (later.length) {
     const rest = await applyDecisions(
@@ -191,6 +222,117 @@ export async function applyDecisions(ctx: CoreContext, items: PlannedDecision[],
       owner,
     );
     later.forEach((i, k) => (results[i] = rest[k]!));
+  }
+  return results;
+}
+
+/** The checks a decision passes under its row lock: it exists, our lease holds, its state is the one the rule saw. */
+function checkLocked(
+  cur: Pick<Operation, 'id' | 'state' | 'lease_owner' | 'lease_expires_at'> | undefined,
+  item: PlannedDecision,
+  owner: string,
+  now: Date,
+): void {
+  if (!cur) throw new NotFoundError(`operation ${item.op.id} not found; list operations with: recon ops list`);
+  assertLease(cur, owner, now);
+  if (cur.state !== item.op.state) {
+    throw new RefusedError(
+      `operation ${cur.id} moved from ${item.op.state} to ${cur.state} while it was looked up; decision not written`,
+      'state_machine',
+    );
+  }
+  if (item.decision.decision !== 'retry' && item.decision.state !== cur.state)
+    assertTransition(cur.id, cur.state, item.decision.state);
+}
+
+/** The audit event of a decision, chained to `head`. */
+function decisionEvent(
+  ctx: CoreContext,
+  now: Date,
+  head: ChainHead,
+  item: PlannedDecision,
+  d: Decision,
+  lookup: Record<string, unknown>,
+): AuditEvent {
+  const detail: Record<string, unknown> = { explanation: d.explanation, lookup };
+  const moved = d.decision !== 'retry' && d.state !== item.op.state;
+  if (moved && d.state === 'needs_review' && d.review_reason) detail.review_reason = d.review_reason;
+  return chainEvent(head, {
+    operation_id: item.op.id,
+    at: now,
+    actor: ctx.actor,
+    // Only a retry's authorisation is audited here; `submitting` is entered by the attempt itself (claimAttempt).
+    kind: d.decision === 'retry' ? 'retry.authorised' : moved ? 'reconcile.decision' : `reconcile.${d.decision}`,
+    from_state: item.op.state,
+    to_state: moved ? d.state : item.op.state,
+    rule: d.rule,
+    detail,
+  });
+}
+
+/**
+ * The group in one statement (group-write.ts): each event chained to the head read with the
+ * operation's history (read here, one query, for items planned without one). Throws when the
+ * statement fails as a whole; the caller then writes the group step by step (applyGroup).
+ */
+async function writeGroup(ctx: CoreContext, items: PlannedDecision[], owner: string): Promise<Applied[]> {
+  const now = ctx.now();
+  const results: Applied[] = new Array(items.length);
+  const ok: { i: number; row: GroupRow; json: DecisionJson }[] = [];
+  const missing = items.filter((item) => !item.head).map((item) => item.op.id);
+  const heads = missing.length ? await chainHeads(ctx.db, missing) : new Map<string, ChainHead>();
+  items.forEach((item, i) => {
+    const d = item.decision;
+    // What can be checked before the lock is checked here; the lock re-checks lease and state.
+    if (d.decision !== 'retry' && d.state !== item.op.state) {
+      try {
+        assertTransition(item.op.id, item.op.state, d.state);
+      } catch (err) {
+        results[i] = { ok: false, error: err as Error };
+        return;
+      }
+    }
+    const detail = lookupDetail(item.lookup);
+    const moved = d.decision !== 'retry' && d.state !== item.op.state;
+    const head = item.head ?? heads.get(item.op.id)!;
+    ok.push({
+      i,
+      json: decisionJson(item.op.id, d),
+      row: {
+        id: item.op.id,
+        fromState: item.op.state,
+        state: d.state,
+        retry: d.decision === 'retry',
+        moved,
+        terminal: isTerminal(d.state),
+        reviewReason: d.review_reason ?? null,
+        nextCheckAt: item.nextCheckAt,
+        result: item.lookup.result,
+        observationDetail: detail,
+        event: decisionEvent(ctx, now, head, item, d, detail),
+        links: d.link ?? [],
+        provider: item.provider,
+      },
+    });
+  });
+  if (ok.length === 0) return results;
+  const outcomes = await writeGroupRows(
+    ctx.db,
+    ok.map((w) => w.row),
+    { now, owner, actor: ctx.actor },
+  );
+  for (const w of ok) {
+    const outcome = outcomes.get(w.row.id);
+    if (outcome?.written) {
+      results[w.i] = { ok: true, json: w.json };
+      continue;
+    }
+    try {
+      checkLocked(outcome?.current, items[w.i]!, owner, now);
+      throw new Error(`operation ${w.row.id}: decision not written`);
+    } catch (err) {
+      results[w.i] = { ok: false, error: err as Error };
+    }
   }
   return results;
 }
@@ -215,17 +357,7 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
     const ok: { i: number; item: PlannedDecision; d: Decision; detail: Record<string, unknown> }[] = [];
     items.forEach((item, i) => {
       try {
-        const cur = current.get(item.op.id);
-        if (!cur) throw new NotFoundError(`operation ${item.op.id} not found; list operations with: recon ops list`);
-        assertLease(cur, owner, now);
-        if (cur.state !== item.op.state) {
-          throw new RefusedError(
-            `operation ${cur.id} moved from ${item.op.state} to ${cur.state} while it was looked up; decision not written`,
-            'state_machine',
-          );
-        }
-        if (item.decision.decision !== 'retry' && item.decision.state !== cur.state)
-          assertTransition(cur.id, cur.state, item.decision.state);
+        checkLocked(current.get(item.op.id), item, owner, now);
         ok.push({ i, item, d: item.decision, detail: lookupDetail(item.lookup) });
       } catch (err) {
         results[i] = { ok: false, error: err as Error };
@@ -279,33 +411,15 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
 
     // Each operation's chain head, read after its row lock was granted (every writer of a chain
     // holds that lock), so no other writer can append in between.
-    const heads = await tx.query<{ id: string; seq: number | null; hash: string | null }>(
-      `SELECT i.id, e.seq, e.hash FROM unnest($1::text[]) AS i(id)
-         LEFT JOIN LATERAL (SELECT seq, hash FROM recon.audit_events WHERE operation_id = i.id ORDER BY seq DESC LIMIT 1) e ON true`,
-      [ok.map((w) => w.item.op.id)],
+    // Each operation's chain head, read after its row lock was granted (every writer of a chain
+    // holds that lock), so no other writer can append in between.
+    const head = await chainHeads(
+      tx,
+      ok.map((w) => w.item.op.id),
     );
-    const head = new Map(
-      heads.rows.map((h) => [
-        h.id,
-        h.seq === null ? { seq: 0, hash: GENESIS_HASH } : { seq: Number(h.seq), hash: h.hash! },
-      ]),
+    const events: AuditEvent[] = ok.map(({ item, d, detail }) =>
+      decisionEvent(ctx, now, head.get(item.op.id)!, item, d, detail),
     );
-    const events: AuditEvent[] = ok.map(({ item, d, detail: lookup }) => {
-      const detail: Record<string, unknown> = { explanation: d.explanation, lookup };
-      const moved = d.decision !== 'retry' && d.state !== item.op.state;
-      if (moved && d.state === 'needs_review' && d.review_reason) detail.review_reason = d.review_reason;
-      return chainEvent(head.get(item.op.id)!, {
-        operation_id: item.op.id,
-        at: now,
-        actor: ctx.actor,
-        // Only a retry's authorisation is audited here; `submitting` is entered by the attempt itself (claimAttempt).
-        kind: d.decision === 'retry' ? 'retry.authorised' : moved ? 'reconcile.decision' : `reconcile.${d.decision}`,
-        from_state: item.op.state,
-        to_state: moved ? d.state : item.op.state,
-        rule: d.rule,
-        detail,
-      });
-    });
     await insertEvents(tx, events);
     for (const w of ok) results[w.i] = { ok: true, json: decisionJson(w.item.op.id, w.d) };
     return results;
@@ -314,22 +428,38 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
 
 /**
  * Group commit for `recon run`: decisions handed in while a group is being written wait and go
- * together in the next one, so a fast provider fills large groups and a slow one is written
- * without delay.
+ * together in the next one. A group is written when it is full or `fillMs` after its first
+ * decision arrived: against a slow provider decisions trickle in, and writing each alone made one
+ * commit (and its WAL flush) per decision; a few milliseconds of waiting fills the group instead.
  */
 export function decisionWriter(
   ctx: CoreContext,
   owner: string,
-  maxGroup = 500,
+  o: { maxGroup?: number; fillMs?: number } = {},
 ): (item: PlannedDecision) => Promise<Applied> {
+  const maxGroup = o.maxGroup ?? 500;
+  const fillMs = o.fillMs ?? 5;
   const queue: { item: PlannedDecision; resolve: (a: Applied) => void }[] = [];
   let writing = false;
+  let full: (() => void) | null = null;
   const drain = async () => {
     writing = true;
     try {
       while (queue.length) {
-        // Let decisions made in this turn of the event loop join the group.
-        await new Promise((resolve) => setImmediate(resolve));
+        if (queue.length < maxGroup) {
+          // Let the group fill: until it is full, or fillMs have passed.
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(() => {
+              full = null;
+              resolve();
+            }, fillMs);
+            full = () => {
+              clearTimeout(timer);
+              full = null;
+              resolve();
+            };
+          });
+        }
         const group = queue.splice(0, maxGroup);
         const results = await applyDecisions(
           ctx,
@@ -346,5 +476,6 @@ export function decisionWriter(
     new Promise<Applied>((resolve) => {
       queue.push({ item, resolve });
       if (!writing) void drain();
+      else if (full && queue.length >= maxGroup) full();
     });
 }

@@ -17,3 +17,20 @@ export async function approveOperation(ctx: CoreContext, id: string, ref: string
     return { ...op, approval: ref };
   });
 }
+
+/** The approval reference an `autoApprove` policy gives (SPEC §9). */
+export const POLICY_APPROVAL = 'policy:autoApprove';
+
+/**
+ * What a provider's `autoApprove` policy says about an operation about to be recorded: its
+ * approval reference, or null when a person must approve it. An operation without an amount or a
+ * currency is never approved by policy: the policy can only vouch for what it can measure.
+ */
+export function approvalByPolicy(
+  policy: { maxAmount: number; currencies: string[] } | null | undefined,
+  op: { amount: number | null; currency: string | null },
+): string | null {
+  if (!policy || op.amount === null || op.currency === null) return null;
+  if (op.amount > policy.maxAmount || !policy.currencies.includes(op.currency)) return null;
+  return POLICY_APPROVAL;
+}

@@ -1,5 +1,6 @@
 import type { Queryable } from '../store/db.js';
 import type { AuditEvent, State } from '../types.js';
+import type { AnchorHeads } from './anchor.js';
 import { canonicalJson, sha256Hex } from './canonical.js';
 
 /** The hash of the first event's predecessor. */
@@ -110,7 +111,22 @@ export async function eventsOf(q: Queryable, operationId: string): Promise<Audit
 export interface BrokenLink {
   operation_id: string;
   seq: number;
-  problem: 'hash_mismatch' | 'prev_hash_mismatch' | 'seq_gap';
+  /**
+   * hash_mismatch, prev_hash_mismatch, seq_gap: an event was changed or removed inside the chain.
+   * missing_chain: an operation without any event. state_mismatch: the chain's last to_state is not
+   * the operation's state (a tail deleted, or the state changed behind recon). orphan_chain: events
+   * of an operation that does not exist. truncated / anchor_mismatch: the chain ends before, or
+   * differs at, the head recorded in the `--anchor` file.
+   */
+  problem:
+    | 'hash_mismatch'
+    | 'prev_hash_mismatch'
+    | 'seq_gap'
+    | 'missing_chain'
+    | 'state_mismatch'
+    | 'orphan_chain'
+    | 'truncated'
+    | 'anchor_mismatch';
   expected: string;
   found: string;
 }
@@ -122,20 +138,35 @@ export interface VerifyReport {
   broken: BrokenLink[];
 }
 
+export interface VerifyOptions {
+  pageSize?: number;
+  operationId?: string;
+  /** Heads shown earlier (`--anchor`): no chain may end before, or differ at, its head. */
+  anchor?: AnchorHeads;
+  /** Filled with every chain's head as read, for writing the next anchor. */
+  heads?: AnchorHeads;
+}
+
 /**
  * Re-computes every chain, reading the table in keyset pages so a large trail is never held
- * in memory. Reports the first broken link per operation.
+ * in memory, and reports the first broken link per operation. Then what the chains alone cannot
+ * show: operations without a chain, chains whose last to_state is not their operation's state,
+ * chains without an operation, and, against an anchor, chains that end before a head they had.
  */
-export async function verifyChains(
-  q: Queryable,
-  opts: { pageSize?: number; operationId?: string } = {},
-): Promise<VerifyReport> {
+export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Promise<VerifyReport> {
   const pageSize = opts.pageSize ?? 5000;
   const report: VerifyReport = { ok: true, operations_checked: 0, events_checked: 0, broken: [] };
+  const anchor = opts.anchor ?? {};
+  const lastSeq = new Map<string, number>();
   let cursor: [string, number] = ['', 0];
   let current: string | null = null;
   let prev = { seq: 0, hash: GENESIS_HASH };
   let brokenHere = false;
+  const endChain = () => {
+    if (current === null) return;
+    if (Object.hasOwn(anchor, current)) lastSeq.set(current, prev.seq);
+    if (opts.heads) opts.heads[current] = [prev.seq, prev.hash];
+  };
   for (;;) {
     const page = await q.query(
       `SELECT * FROM recon.audit_events
@@ -146,6 +177,7 @@ export async function verifyChains(
     for (const row of page.rows) {
       const ev = rowToEvent(row);
       if (ev.operation_id !== current) {
+        endChain();
         current = ev.operation_id;
         prev = { seq: 0, hash: GENESIS_HASH };
         brokenHere = false;
@@ -159,14 +191,84 @@ export async function verifyChains(
           brokenHere = true;
         }
       }
+      const head = Object.hasOwn(anchor, ev.operation_id) ? anchor[ev.operation_id]! : null;
+      if (head && head[0] === ev.seq && head[1] !== ev.hash) {
+        report.broken.push({
+          operation_id: ev.operation_id,
+          seq: ev.seq,
+          problem: 'anchor_mismatch',
+          expected: head[1],
+          found: ev.hash,
+        });
+      }
       prev = { seq: ev.seq, hash: ev.hash };
     }
     if (page.rows.length < pageSize) break;
     const last = page.rows[page.rows.length - 1];
     cursor = [last.operation_id, Number(last.seq)];
   }
+  endChain();
+  report.broken.push(...(await chainsVersusOperations(q, opts.operationId ?? null)));
+  for (const [id, [seq, hash]] of Object.entries(anchor)) {
+    if (opts.operationId !== undefined && id !== opts.operationId) continue;
+    const ends = lastSeq.get(id) ?? 0;
+    if (ends < seq)
+      report.broken.push({
+        operation_id: id,
+        seq,
+        problem: 'truncated',
+        expected: hash,
+        found: ends === 0 ? 'no chain' : `chain ends at seq ${ends}`,
+      });
+  }
+  report.broken.sort((a, b) => (a.operation_id < b.operation_id ? -1 : a.operation_id > b.operation_id ? 1 : 0));
   report.ok = report.broken.length === 0;
   return report;
+}
+
+/**
+ * What only the operations table can tell: each operation's chain exists and ends in its state,
+ * and every chain has an operation. One statement each (one snapshot), returning only problems.
+ */
+async function chainsVersusOperations(q: Queryable, operationId: string | null): Promise<BrokenLink[]> {
+  const out: BrokenLink[] = [];
+  const heads = await q.query<{ id: string; state: string; seq: number | null; to_state: string | null }>(
+    `SELECT o.id, o.state, e.seq, e.to_state FROM recon.operations o
+       LEFT JOIN LATERAL (SELECT seq, to_state FROM recon.audit_events WHERE operation_id = o.id
+                           ORDER BY seq DESC LIMIT 1) e ON true
+      WHERE ($1::text IS NULL OR o.id = $1::text) AND (e.seq IS NULL OR e.to_state IS DISTINCT FROM o.state)
+      ORDER BY o.id`,
+    [operationId],
+  );
+  for (const h of heads.rows) {
+    out.push(
+      h.seq === null
+        ? { operation_id: h.id, seq: 0, problem: 'missing_chain', expected: 'a recorded event', found: 'no events' }
+        : {
+            operation_id: h.id,
+            seq: Number(h.seq),
+            problem: 'state_mismatch',
+            expected: h.state,
+            found: h.to_state ?? 'null',
+          },
+    );
+  }
+  const orphans = await q.query<{ operation_id: string; seq: number }>(
+    `SELECT e.operation_id, max(e.seq) AS seq FROM recon.audit_events e
+      WHERE ($1::text IS NULL OR e.operation_id = $1::text)
+        AND NOT EXISTS (SELECT 1 FROM recon.operations o WHERE o.id = e.operation_id)
+      GROUP BY e.operation_id ORDER BY e.operation_id`,
+    [operationId],
+  );
+  for (const o of orphans.rows)
+    out.push({
+      operation_id: o.operation_id,
+      seq: Number(o.seq),
+      problem: 'orphan_chain',
+      expected: 'an operation',
+      found: 'none',
+    });
+  return out;
 }
 
 function checkLink(prev: { seq: number; hash: string }, ev: AuditEvent): BrokenLink | null {

@@ -108,17 +108,25 @@ export interface AttemptClaim {
 }
 
 /**
- * The payload is frozen (SPEC §1.3): what would be sent must still hash to the stored
- * `payload_hash`. Null when it does; else both hashes. A table owner (or anyone with UPDATE on
- * recon.operations) can change `payload` behind recon's back: without this check the changed
- * amount was sent and the operation confirmed at its old one (issue 10).
+ * The payload is frozen (SPEC §1.3): what would be sent must still hash to the hash recorded with
+ * it, in the `payload_hash` column and in the operation's first audit event (which the hash chain
+ * and an anchor protect, so changing `payload` and `payload_hash` together is caught too). Null when
+ * it does; else the recorded and the found hash. Anyone with UPDATE on recon.operations can change
+ * `payload` behind recon's back: without this check the changed amount was sent and the operation
+ * confirmed at its old one (issue 10).
  */
-export function payloadTampering(op: Pick<Operation, 'payload' | 'payload_hash'>): {
-  recorded: string;
-  found: string;
-} | null {
+export async function payloadTampering(
+  tx: Queryable,
+  op: Pick<Operation, 'id' | 'payload' | 'payload_hash'>,
+): Promise<{ recorded: string; found: string } | null> {
   const found = payloadHash(op.payload);
-  return found === op.payload_hash ? null : { recorded: op.payload_hash, found };
+  const r = await tx.query<{ payload_hash: string | null }>(
+    `SELECT detail->>'payload_hash' AS payload_hash FROM recon.audit_events WHERE operation_id = $1 AND seq = 1`,
+    [op.id],
+  );
+  // An operation without its first event is reported by audit verify (missing_chain).
+  const recorded = r.rows[0]?.payload_hash ?? op.payload_hash;
+  return found === recorded && found === op.payload_hash ? null : { recorded, found };
 }
 
 /**
@@ -164,7 +172,7 @@ export async function claimAttempt(
         'lease_held',
       );
     }
-    const tampered = payloadTampering(current);
+    const tampered = await payloadTampering(tx, current);
     if (tampered) {
       await transition(tx, id, 'needs_review', {
         actor: ctx.actor,

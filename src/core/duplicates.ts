@@ -1,4 +1,4 @@
-import type { Queryable } from '../store/db.js';
+import type { Db, Queryable } from '../store/db.js';
 import type { Provider, ProviderTxn } from '../types.js';
 import type { CoreContext } from './context.js';
 
@@ -141,92 +141,170 @@ async function indexTransactions(q: Queryable, provider: string, txns: ProviderT
   );
 }
 
+export interface FindOptions {
+  provider?: string;
+  since?: Date;
+  until?: Date;
+  windowMs?: number;
+}
+
+/** Groups described per query, and fetched per cursor read. */
+const GROUP_BATCH = 200;
+
 /**
- * Finds duplicates among the indexed ledger. With since/until, only groups with at least one
- * transaction created in that range are reported.
+ * The duplicate groups among the indexed ledger, as one SQL statement ordered by provider, kind and
+ * key (byte order). With since/until, only groups with at least one transaction created in that
+ * range are reported.
  */
-export async function findDuplicates(
-  q: Queryable,
-  o: { provider?: string; since?: Date; until?: Date; windowMs?: number },
-): Promise<Duplicate[]> {
-  const params = [o.provider ?? null, o.since?.toISOString() ?? null, o.until?.toISOString() ?? null];
+function groupsSql(): string {
   const inRange = `($2::timestamptz IS NULL OR max(created) >= $2::timestamptz) AND ($3::timestamptz IS NULL OR min(created) <= $3::timestamptz)`;
   const byKey = (column: string, extra = '') => `
-    SELECT provider, ${column} AS key, array_agg(provider_id ORDER BY created, provider_id) AS ids
+    SELECT provider, '${column}' AS kind, ${column} AS key, NULL::text AS grp, NULL::bigint AS amount
       FROM recon.ledger_index
      WHERE ${column} IS NOT NULL AND ($1::text IS NULL OR provider = $1::text)
      GROUP BY provider, ${column}
     HAVING count(*) > 1 ${extra} AND ${inRange}`;
-  const byOperation = await q.query<{ provider: string; key: string; ids: string[] }>(byKey('operation_id'), params);
-  // A client reference shared by several distinct operations is legitimate (two refunds of one order,
-  // each its own operation); one shared by a single operation only is already reported by operation id.
-  const byClientRef = await q.query<{ provider: string; key: string; ids: string[] }>(
-    byKey(
-      'client_reference',
-      `AND NOT (count(DISTINCT operation_id) = 1 AND count(operation_id) = count(*))
+  return `
+    WITH pairs AS (
+      -- Same charge, same amount, close in time; two refunds that each carry their own distinct operation id are legitimate.
+      SELECT a.provider, a.grp, a.amount
+        FROM recon.ledger_index a
+        JOIN recon.ledger_index b
+          ON b.provider = a.provider AND b.grp = a.grp AND b.amount = a.amount AND b.provider_id > a.provider_id
+         AND b.created BETWEEN a.created - make_interval(secs => $4::float8) AND a.created + make_interval(secs => $4::float8)
+       WHERE a.grp IS NOT NULL AND ($1::text IS NULL OR a.provider = $1::text)
+         AND NOT (a.operation_id IS NOT NULL AND b.operation_id IS NOT NULL AND a.operation_id <> b.operation_id)
+         -- IS NOT DISTINCT FROM, not =: with b's id NULL, "=" is NULL and NOT NULL would drop the pair.
+         AND NOT (a.operation_id IS NOT NULL AND a.operation_id IS NOT DISTINCT FROM b.operation_id)
+         AND ($2::timestamptz IS NULL OR greatest(a.created, b.created) >= $2::timestamptz)
+         AND ($3::timestamptz IS NULL OR least(a.created, b.created) <= $3::timestamptz)
+    )
+    SELECT provider, kind, key, grp, amount FROM (
+      ${byKey('operation_id')}
+      UNION ALL
+      -- A client reference shared by several distinct operations is legitimate (two refunds of one order,
+      -- each its own operation); one shared by a single operation only is already reported by operation id.
+      ${byKey(
+        'client_reference',
+        `AND NOT (count(DISTINCT operation_id) = 1 AND count(operation_id) = count(*))
        AND (count(DISTINCT operation_id) <= 1 OR count(*) > count(DISTINCT operation_id))`,
-    ),
-    params,
-  );
-  // Same charge, same amount, close in time; two refunds that each carry their own distinct operation id are legitimate.
-  const pairs = await q.query<{ provider: string; grp: string; amount: number; a: string; b: string }>(
-    `SELECT a.provider, a.grp, a.amount, a.provider_id AS a, b.provider_id AS b
-       FROM recon.ledger_index a
-       JOIN recon.ledger_index b
-         ON b.provider = a.provider AND b.grp = a.grp AND b.amount = a.amount AND b.provider_id > a.provider_id
-        AND b.created BETWEEN a.created - make_interval(secs => $4::float8) AND a.created + make_interval(secs => $4::float8)
-      WHERE a.grp IS NOT NULL AND ($1::text IS NULL OR a.provider = $1::text)
-        AND NOT (a.operation_id IS NOT NULL AND b.operation_id IS NOT NULL AND a.operation_id <> b.operation_id)
-        -- IS NOT DISTINCT FROM, not =: with b's id NULL, "=" is NULL and NOT NULL would drop the pair.
-        AND NOT (a.operation_id IS NOT NULL AND a.operation_id IS NOT DISTINCT FROM b.operation_id)
-        AND ($2::timestamptz IS NULL OR greatest(a.created, b.created) >= $2::timestamptz)
-        AND ($3::timestamptz IS NULL OR least(a.created, b.created) <= $3::timestamptz)
-      ORDER BY a.provider, a.grp, a.amount`,
-    [...params, (o.windowMs ?? 24 * 3600_000) / 1000],
-  );
-  const clusters = new Map<string, { provider: string; key: string; ids: Set<string> }>();
-  for (const p of pairs.rows) {
-    const key = `${p.grp}:${p.amount}`;
-    const c = clusters.get(`${p.provider}\u0000${key}`) ?? { provider: p.provider, key, ids: new Set<string>() };
-    c.ids.add(p.a).add(p.b);
-    clusters.set(`${p.provider}\u0000${key}`, c);
-  }
-  const groups: { provider: string; kind: Duplicate['kind']; key: string; ids: string[] }[] = [
-    ...byOperation.rows.map((r) => ({ provider: r.provider, kind: 'operation_id' as const, key: r.key, ids: r.ids })),
-    ...byClientRef.rows.map((r) => ({
-      provider: r.provider,
-      kind: 'client_reference' as const,
-      key: r.key,
-      ids: r.ids,
-    })),
-    ...[...clusters.values()].map((c) => ({
-      provider: c.provider,
-      kind: 'same_charge_amount' as const,
-      key: c.key,
-      ids: [...c.ids],
-    })),
-  ];
-  const out: Duplicate[] = [];
-  for (const g of groups) out.push(await describeGroup(q, g));
-  return out.sort(
-    (a, b) => a.provider.localeCompare(b.provider) || a.kind.localeCompare(b.kind) || a.key.localeCompare(b.key),
-  );
+      )}
+      UNION ALL
+      SELECT DISTINCT provider, 'same_charge_amount', grp || ':' || amount, grp, amount FROM pairs
+    ) AS g
+    ORDER BY provider COLLATE "C", kind COLLATE "C", key COLLATE "C"`;
 }
 
-async function describeGroup(
-  q: Queryable,
-  g: { provider: string; kind: Duplicate['kind']; key: string; ids: string[] },
-): Promise<Duplicate> {
+function findParams(o: FindOptions): unknown[] {
+  return [
+    o.provider ?? null,
+    o.since?.toISOString() ?? null,
+    o.until?.toISOString() ?? null,
+    (o.windowMs ?? 24 * 3600_000) / 1000,
+  ];
+}
+
+/** How many duplicate groups the indexed ledger holds (what `stats` reports), without describing them. */
+export async function countDuplicates(q: Queryable, o: FindOptions): Promise<number> {
+  const r = await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${groupsSql()}) AS d`, findParams(o));
+  return Number(r.rows[0]!.n);
+}
+
+/**
+ * Streams the duplicates among the indexed ledger to `onBatch`, a batch of groups at a time, in
+ * order (provider, kind, key in byte order): the groups are read through a cursor and each batch
+ * is described by one query, so memory holds one batch however many groups there are, and the
+ * report can be written as it is found. Returns the number of groups.
+ */
+export async function forEachDuplicate(
+  db: Db,
+  o: FindOptions,
+  onBatch: (duplicates: Duplicate[]) => Promise<void> | void,
+): Promise<number> {
+  let total = 0;
+  await db.transaction(async (tx) => {
+    await tx.query(`DECLARE recon_dup_cursor NO SCROLL CURSOR FOR ${groupsSql()}`, findParams(o));
+    for (;;) {
+      const page = await tx.query<GroupRow>(`FETCH ${GROUP_BATCH} FROM recon_dup_cursor`);
+      if (!page.rows.length) break;
+      total += page.rows.length;
+      await onBatch(await describeGroups(tx, page.rows, o));
+      if (page.rows.length < GROUP_BATCH) break;
+    }
+    await tx.query('CLOSE recon_dup_cursor');
+  });
+  return total;
+}
+
+/** Every duplicate in one array (for small ledgers: the demo, tests). */
+export async function findDuplicates(db: Db, o: FindOptions): Promise<Duplicate[]> {
+  const out: Duplicate[] = [];
+  await forEachDuplicate(db, o, (batch) => void out.push(...batch));
+  return out;
+}
+
+interface GroupRow {
+  provider: string;
+  kind: Duplicate['kind'];
+  key: string;
+  grp: string | null;
+  amount: number | null;
+}
+
+/**
+ * The transactions of a batch of groups, in one query: each group's members found again by its key
+ * (the same-charge kind: the members of its qualifying pairs), with what recon holds for each.
+ */
+async function describeGroups(q: Queryable, groups: GroupRow[], o: FindOptions): Promise<Duplicate[]> {
   const r = await q.query(
-    `SELECT l.*, t.operation_id AS recon_operation, o.state AS recon_state, o.review_reason
-       FROM recon.ledger_index l
+    `WITH g AS (
+       SELECT * FROM unnest($1::int[], $2::text[], $3::text[], $4::text[], $8::text[], $9::bigint[])
+                  AS g(ord, provider, kind, key, grp, amount)
+     ),
+     members AS (
+       SELECT g.ord, l.provider_id FROM g
+         JOIN recon.ledger_index l ON l.provider = g.provider
+          AND ((g.kind = 'operation_id' AND l.operation_id = g.key)
+            OR (g.kind = 'client_reference' AND l.client_reference = g.key))
+       UNION
+       SELECT g.ord, x.id FROM g
+         JOIN recon.ledger_index a ON g.kind = 'same_charge_amount' AND a.provider = g.provider
+          AND a.grp = g.grp AND a.amount = g.amount
+         JOIN recon.ledger_index b
+           ON b.provider = a.provider AND b.grp = a.grp AND b.amount = a.amount AND b.provider_id > a.provider_id
+          AND b.created BETWEEN a.created - make_interval(secs => $7::float8) AND a.created + make_interval(secs => $7::float8)
+        CROSS JOIN LATERAL (VALUES (a.provider_id), (b.provider_id)) AS x(id)
+        WHERE NOT (a.operation_id IS NOT NULL AND b.operation_id IS NOT NULL AND a.operation_id <> b.operation_id)
+          AND NOT (a.operation_id IS NOT NULL AND a.operation_id IS NOT DISTINCT FROM b.operation_id)
+          AND ($5::timestamptz IS NULL OR greatest(a.created, b.created) >= $5::timestamptz)
+          AND ($6::timestamptz IS NULL OR least(a.created, b.created) <= $6::timestamptz)
+     )
+     SELECT m.ord, l.*, t.operation_id AS recon_operation, o.state AS recon_state, o.review_reason
+       FROM members m
+       JOIN g ON g.ord = m.ord
+       JOIN recon.ledger_index l ON l.provider = g.provider AND l.provider_id = m.provider_id
        LEFT JOIN recon.provider_transactions t ON t.provider = l.provider AND t.provider_id = l.provider_id
        LEFT JOIN recon.operations o ON o.id = t.operation_id
-      WHERE l.provider = $1 AND l.provider_id = ANY($2::text[])
-      ORDER BY l.created, l.provider_id`,
-    [g.provider, g.ids],
+      ORDER BY m.ord, l.created, l.provider_id`,
+    [
+      groups.map((_, i) => i),
+      groups.map((g) => g.provider),
+      groups.map((g) => g.kind),
+      groups.map((g) => g.key),
+      o.since?.toISOString() ?? null,
+      o.until?.toISOString() ?? null,
+      (o.windowMs ?? 24 * 3600_000) / 1000,
+      groups.map((g) => g.grp),
+      groups.map((g) => g.amount),
+    ],
   );
-  const transactions: DuplicateTxn[] = r.rows.map((t: any) => ({
+  const rowsOf: any[][] = groups.map(() => []);
+  for (const row of r.rows) rowsOf[Number(row.ord)]!.push(row);
+  return groups.map((g, i) => describeGroup(g, rowsOf[i]!));
+}
+
+function describeGroup(g: GroupRow, rows: any[]): Duplicate {
+  const transactions: DuplicateTxn[] = rows.map((t: any) => ({
     provider_id: t.provider_id,
     amount: t.amount === null ? null : Number(t.amount),
     currency: t.currency,
@@ -239,8 +317,8 @@ async function describeGroup(
     recon_state: t.recon_state,
   }));
   const recon_knows =
-    r.rows.length > 0 &&
-    r.rows.every((t: any) => t.recon_operation && (t.recon_state === 'needs_review' || t.review_reason));
+    rows.length > 0 &&
+    rows.every((t: any) => t.recon_operation && (t.recon_state === 'needs_review' || t.review_reason));
   return {
     provider: g.provider,
     kind: g.kind,

@@ -1,12 +1,14 @@
 import type { Queryable } from '../store/db.js';
-import type { LinkedVia, Operation, ProviderTxn, State } from '../types.js';
+import type { LinkedVia, LookupResult, Operation, Provider, ProviderTxn, State } from '../types.js';
+import { lookupDetail } from './apply.js';
+import type { CoreContext } from './context.js';
 import { txnMismatches } from './match.js';
-import { transactionsOf } from './repo.js';
+import { lockOperation, transactionsOf } from './repo.js';
 import { canTransition, isTerminal } from './states.js';
-import { linkTransaction, note, transition } from './transition.js';
+import { linkTransaction, note, recordObservation, transition } from './transition.js';
 
 /** Where a transaction was found outside the rule's own decisions. */
-export type FoundSource = 'webhook' | 'late_response';
+export type FoundSource = 'webhook' | 'late_response' | 'lookup';
 
 export interface FoundEffect {
   /** `transitioned` (the operation moved) or `noted` (linked and/or recorded as evidence only). */
@@ -90,4 +92,44 @@ function decideFound(
   if (problems.length) return { to: 'needs_review', rule: 'mismatch', review_reason: 'mismatch', problems };
   if (from === txn.state || !canTransition(from, txn.state)) return null;
   return { to: txn.state, rule: txn.state, review_reason: null, problems: [] };
+}
+
+/** The states the rule decides for (SPEC §4); a lookup of any other only links what it finds. */
+export function isReconcilable(state: State): boolean {
+  return state === 'outcome_unknown' || state === 'pending' || state === 'submitting';
+}
+
+/**
+ * `recon lookup ID` for an operation the rule does not decide (SPEC §7: lookup works in any state):
+ * records the observation, and each transaction found that carries the operation and is not linked
+ * yet goes through applyFoundTransaction: evidence for one in needs_review, a duplicate for a
+ * confirmed one (SPEC §3). Returns the state after.
+ */
+export async function applyLookupFindings(
+  ctx: CoreContext,
+  provider: Provider,
+  op: Operation,
+  lookup: LookupResult,
+): Promise<State> {
+  const now = ctx.now();
+  return ctx.db.transaction(async (tx) => {
+    let locked = await lockOperation(tx, op.id);
+    await recordObservation(tx, op.id, { at: now, result: lookup.result, detail: lookupDetail(lookup) });
+    await note(tx, op.id, { actor: ctx.actor, now, kind: 'lookup', rule: null, detail: lookupDetail(lookup) });
+    // An unavailable lookup proves nothing, not even its partial matches.
+    if (lookup.result === 'unavailable') return locked.state;
+    const linked = new Set((await transactionsOf(tx, op.id)).map((t) => t.provider_id));
+    for (const txn of lookup.matches) {
+      if (linked.has(txn.provider_id)) continue;
+      linked.add(txn.provider_id);
+      await applyFoundTransaction(tx, locked, provider.name, txn, {
+        source: 'lookup',
+        via: 'lookup',
+        actor: ctx.actor,
+        now,
+      });
+      locked = await lockOperation(tx, op.id);
+    }
+    return locked.state;
+  });
 }

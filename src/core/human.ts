@@ -1,11 +1,11 @@
 import { NotFoundError, ProviderUnavailableError, RefusedError, UsageError } from '../errors.js';
 import type { Operation, Provider, ProviderTxn, State } from '../types.js';
 import type { CoreContext } from './context.js';
-import { getOperation, lockOperation, transactionsOf } from './repo.js';
+import { getOperation, lockOperation, rowToOperation, transactionsOf } from './repo.js';
 import { txnMismatches } from './match.js';
 import { lookupQueryFor } from './reconcile.js';
 import { canTransition } from './states.js';
-import { linkTransaction, transition } from './transition.js';
+import { linkTransaction, note, transition } from './transition.js';
 
 /** What a human may see before attaching: the transaction and how it disagrees with the operation. */
 export interface AttachCheck {
@@ -91,6 +91,28 @@ export async function escalate(
         `operation ${id} has an attempt in flight (lease until ${current.lease_expires_at.toISOString()}); escalate it after the attempt ends`,
         'lease_held',
       );
+    }
+    if (current.state === 'needs_review') {
+      // Already a person's to decide (SPEC §7): reassign, and record the added reason; the state
+      // and the reason a rule gave (duplicate, mismatch…) stay.
+      const r = await tx.query(
+        `UPDATE recon.operations SET assignee = coalesce($2::text, assignee), updated_at = $3::timestamptz
+          WHERE id = $1 RETURNING *`,
+        [id, o.assignee ?? null, now.toISOString()],
+      );
+      await note(tx, id, {
+        actor: ctx.actor,
+        now,
+        kind: 'escalated',
+        rule: 'human.escalate',
+        detail: {
+          reason: o.reason,
+          assignee: o.assignee ?? null,
+          review_reason: current.review_reason,
+          previous_assignee: current.assignee,
+        },
+      });
+      return rowToOperation(r.rows[0]);
     }
     if (current.state === 'submitting') {
       await transition(tx, id, 'outcome_unknown', {

@@ -11,24 +11,48 @@ export type Sleep = (ms: number) => Promise<void>;
 export const realSleep: Sleep = (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
 export interface TokenBucketOptions {
-  /** Tokens added per second: the sustained request rate. `Infinity` disables limiting. */
+  /** Requests per second, sustained and at most in any 1-second window. `Infinity` disables limiting. */
   ratePerSec: number;
-  /** Bucket size: how many requests may go at once after a quiet period. Default: `max(1, ratePerSec)`. */
-  burst?: number;
-  /** Milliseconds clock. Default `Date.now`. */
+  /** Milliseconds clock. Default `performance.now` (monotonic). */
   now?: () => number;
   /** Default: a `setTimeout` promise. */
   sleep?: Sleep;
 }
 
-/** Requests take one token each; the bucket starts full. Waiters are served in arrival order. */
+/**
+ * The client-side rate limit. Requests are paced from the very first one, `1000 / ratePerSec` ms
+ * apart, and no 1-second window ever holds more than `ratePerSec` of them: a user who sets
+ * `rateLimit` to the provider's own limit must not be over it in the first second (a bucket that
+ * starts full sends a whole second's worth at once and then keeps refilling, which is up to twice
+ * the limit in the first second). Waiters are served in arrival order.
+ *
+ * Two rules, both needed:
+ * - spacing: each request gets the next slot of a regular schedule. A timer that fires late does
+ *   not cost throughput (the next slot is not pushed back), but only CATCH_UP_MS of lateness is
+ *   made up, so a quiet period never becomes a burst;
+ * - a sliding window of the last `floor(ratePerSec)` send times: a late slot followed by an on-time
+ *   one must not put `ratePerSec + 1` requests into some 1-second window.
+ * `pause(ms)` holds every request back (a 429's `Retry-After` concerns the whole client, not only
+ * the request that got it).
+ */
+/**
+ * How late a slot may be taken and still not push the schedule back. On a loaded machine timers
+ * fire tens of milliseconds late (2 cores at load 18: a 10 ms pacing reached 65/s when only one
+ * slot of lateness was made up).
+ */
+const CATCH_UP_MS = 250;
+
 export class TokenBucket {
   private readonly ratePerSec: number;
-  private readonly burst: number;
+  private readonly intervalMs: number;
   private readonly now: () => number;
   private readonly sleep: Sleep;
-  private tokens: number;
-  private refilledAt: number;
+  /** Send times of the last `window.length` requests, a ring; empty when ratePerSec < 1 (spacing suffices). */
+  private readonly window: number[];
+  private head = 0;
+  private sent = 0;
+  private nextAt = -Infinity;
+  private pausedUntil = -Infinity;
   private queue: Promise<void> = Promise.resolve();
 
   constructor(options: TokenBucketOptions) {
@@ -37,41 +61,46 @@ export class TokenBucket {
       throw new UsageError(`rateLimit: ${ratePerSec} is not a rate; use a positive number of requests per second`);
     }
     this.ratePerSec = ratePerSec;
-    this.burst = options.burst ?? Math.max(1, Number.isFinite(ratePerSec) ? ratePerSec : 1);
-    if (!(this.burst >= 1)) throw new UsageError(`burst: ${options.burst} must be at least 1`);
-    this.now = options.now ?? Date.now;
+    this.intervalMs = 1000 / ratePerSec;
+    this.now = options.now ?? (() => performance.now());
     this.sleep = options.sleep ?? realSleep;
-    this.tokens = this.burst;
-    this.refilledAt = this.now();
+    this.window = Number.isFinite(ratePerSec) && ratePerSec >= 1 ? new Array<number>(Math.floor(ratePerSec)) : [];
   }
 
   /** Resolves when a request may be sent. */
   take(): Promise<void> {
     if (this.ratePerSec === Infinity) return Promise.resolve();
     // Chaining keeps waiters in order; without it, a burst of waiters would all wake at the same
-    // refill and race for one token, and the losers could starve.
+    // moment and race for one slot, and the losers could starve.
     const turn = this.queue.then(() => this.acquire());
     this.queue = turn.catch(() => undefined);
     return turn;
   }
 
-  private async acquire(): Promise<void> {
-    for (;;) {
-      this.refill();
-      if (this.tokens >= 1) {
-        this.tokens -= 1;
-        return;
-      }
-      await this.sleep(Math.ceil(((1 - this.tokens) * 1000) / this.ratePerSec));
-    }
+  /** Holds every request back for `ms` from now (the provider's `Retry-After`). */
+  pause(ms: number): void {
+    if (!(ms > 0)) return;
+    this.pausedUntil = Math.max(this.pausedUntil, this.now() + ms);
   }
 
-  private refill(): void {
-    const t = this.now();
-    // A clock that steps backwards must not mint tokens from negative elapsed time.
-    const elapsed = Math.max(0, t - this.refilledAt);
-    this.tokens = Math.min(this.burst, this.tokens + (elapsed * this.ratePerSec) / 1000);
-    this.refilledAt = t;
+  private async acquire(): Promise<void> {
+    for (;;) {
+      const t = this.now();
+      const windowFull = this.window.length > 0 && this.sent >= this.window.length;
+      const ready = Math.max(this.nextAt, this.pausedUntil, windowFull ? this.window[this.head]! + 1000 : -Infinity);
+      if (t >= ready) {
+        // Lateness up to CATCH_UP_MS is made up (the window rule still caps every second); more (a
+        // quiet period, a pause) is not.
+        this.nextAt = t - this.nextAt <= CATCH_UP_MS ? this.nextAt + this.intervalMs : t + this.intervalMs;
+        if (this.window.length > 0) {
+          this.window[this.head] = t;
+          this.head = (this.head + 1) % this.window.length;
+          this.sent++;
+        }
+        return;
+      }
+      await this.sleep(Math.ceil(ready - t));
+    }
   }
 }
 

@@ -10,6 +10,7 @@ import {
 } from './apply.js';
 import type { ClaimedOperation } from './claims.js';
 import type { CoreContext } from './context.js';
+import { claimOne, newOwnerToken, releaseLease } from './claims.js';
 import { submitOperation } from './submit.js';
 import { transition } from './transition.js';
 
@@ -129,4 +130,21 @@ async function retryAuthorised(
     heldLease: owner,
   });
   return { ...authorised, state: r.operation.state, attempt: r.attempt };
+}
+
+/**
+ * One reconciliation step for one operation, now (`recon retry ID`, the agent's `check_action`):
+ * claims it under the provider's lease and reconciles it as `recon run` would. null when it is not
+ * claimable: another worker holds it, or it is not unresolved (needs_review is left to people).
+ */
+export async function reconcileById(ctx: CoreContext, provider: Provider, id: string): Promise<DecisionJson | null> {
+  const owner = newOwnerToken(ctx.actor);
+  const claimed = await claimOne(ctx.db, id, { owner, leaseMs: provider.capabilities.leaseMs, now: ctx.now() });
+  if (!claimed) return null;
+  try {
+    return await reconcileOne(ctx, provider, claimed, { owner });
+  } catch (err) {
+    await releaseLease(ctx.db, id, owner).catch(() => undefined);
+    throw err;
+  }
 }

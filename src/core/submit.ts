@@ -1,7 +1,10 @@
 import type { Provider, State, SubmitRequest, SubmitResult, Operation } from '../types.js';
 import { claimAttempt, newOwnerToken, type AttemptClaim } from './claims.js';
+import { LeaseLostError } from '../errors.js';
 import type { CoreContext } from './context.js';
+import { applyFoundTransaction } from './found.js';
 import { txnMismatches } from './match.js';
+import { lockOperation } from './repo.js';
 import { linkTransaction, transition } from './transition.js';
 
 /** SPEC §3: the state a classified submit result moves the operation to. */
@@ -80,8 +83,39 @@ async function send(provider: Provider, claim: AttemptClaim): Promise<SubmitResu
   }
 }
 
-/** Phase 3: writes the result only while our lease holds (LeaseLostError otherwise). */
+/**
+ * Phase 3: writes the result only while our lease holds (LeaseLostError otherwise). A late
+ * response (the lease was lost) never moves the operation, but the transaction it names is linked
+ * and recorded as evidence (SPEC §3): one in needs_review stays there; a second one for a confirmed
+ * operation is a duplicate.
+ */
 export async function finishAttempt(
+  ctx: CoreContext,
+  provider: Provider,
+  claim: AttemptClaim,
+  result: SubmitResult,
+): Promise<Operation> {
+  try {
+    return await writeResult(ctx, provider, claim, result);
+  } catch (err) {
+    const txn = result.txn;
+    if (err instanceof LeaseLostError && txn) {
+      const now = ctx.now();
+      await ctx.db.transaction(async (tx) =>
+        applyFoundTransaction(tx, await lockOperation(tx, claim.op.id), provider.name, txn, {
+          source: 'late_response',
+          via: result.replayed ? 'replay' : 'response',
+          actor: ctx.actor,
+          now,
+          detail: { attempt: claim.attempt, outcome: result.outcome, lease_owner: claim.owner },
+        }),
+      );
+    }
+    throw err;
+  }
+}
+
+async function writeResult(
   ctx: CoreContext,
   provider: Provider,
   claim: AttemptClaim,

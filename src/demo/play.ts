@@ -1,13 +1,15 @@
 /**
- * `recon demo`: plays incidents 1, 2, 3, 5, 6 and 9 of SPEC §8 against the sandboxes, through the
- * same core functions the commands use (record, submit, run, webhook ingest, audit duplicates,
- * ops list/show). The incidents are interleaved so the ones that must wait out the uncertainty
- * window wait once, together: setup for all, `recon run` inside the window, one short sleep,
+ * `recon demo`: plays incidents 1, 2, 3, 5, 6 and 9 of SPEC §8 and the agent's afternoon of SPEC §9
+ * (numbered 11) against the sandboxes, through the same core functions the commands use (record,
+ * submit, run, webhook ingest, audit duplicates, ops list/show) and the tools `recon mcp` serves.
+ * The incidents are interleaved so the ones that must wait out the uncertainty window wait once,
+ * together: setup for all, `recon run` inside the window, one short sleep,
  * `recon run` just past it, then the final checks.
  */
 import { listOperations } from '../core/repo.js';
 import { runPass } from '../core/run.js';
 import { operationsJson, showOperation } from '../core/views.js';
+import { agentsAfternoon } from './agent.js';
 import { commitThenDrop, oldDuplicate, secondClick, webhookTwice } from './refunds.js';
 import { delayedIndexing, keyRetentionPassed } from './shipments.js';
 import { Stage, type DemoListener, type DemoReport, type Scene } from './stage.js';
@@ -78,6 +80,7 @@ function cast(world: DemoWorld, listener: DemoListener): Scene[] {
     commitThenDrop(stage(1, 'Refund committed at the provider, connection dropped before the response')),
     delayedIndexing(stage(3, 'Delayed indexing at the warehouse')),
     keyRetentionPassed(stage(5, "Key retention passed and the provider's lookup is not authoritative")),
+    agentsAfternoon(stage(11, "The agent's afternoon: an AI agent's refund through recon mcp")),
   ];
 }
 

@@ -70,6 +70,8 @@ export async function startDemoWorld(o: { now?: () => Date } = {}): Promise<Demo
           rateLimit: 200,
           timeout: '2s',
           lease: '4s',
+          // The agent's afternoon: small refunds an agent proposes are approved by policy.
+          autoApprove: { maxAmount: 5000, currencies: ['usd'] },
         },
         warehouse: warehouseConfig(warehouse.url, '7d'),
         'warehouse-legacy': warehouseConfig(legacyWarehouse.url, '1s'),

@@ -5,6 +5,7 @@
  */
 import { UsageError } from '../errors.js';
 import type { Provider } from '../types.js';
+import { redact, redactDeep } from '../config/redact.js';
 import type { LoadedConfig } from '../config/types.js';
 
 export interface ProviderDeps {
@@ -28,15 +29,69 @@ export async function createProvider(name: string, loaded: LoadedConfig, deps: P
   switch (config.type) {
     case 'stripe': {
       const { createStripeProvider } = await import('./stripe/index.js');
-      return createStripeProvider(config, deps);
+      return redacting(await createStripeProvider(config, deps));
     }
     case 'http': {
       const { createHttpProvider } = await import('./http/index.js');
-      return createHttpProvider(config, deps);
+      return redacting(await createHttpProvider(config, deps));
     }
     case 'module': {
       const { loadModuleProvider } = await import('./module/index.js');
-      return loadModuleProvider(config);
+      return redacting(await loadModuleProvider(config));
     }
   }
+}
+
+/**
+ * The boundary between a provider and recon: what an adapter returns or throws (messages, request
+ * ids, transactions, webhook events) is redacted of every known secret before recon stores it in
+ * attempts, observations or the append-only audit trail, or prints it. An adapter may echo its
+ * own token (a module provider's error, a gateway's `request-id` header); nothing after this sees it.
+ */
+export function redacting(p: Provider): Provider {
+  const clean = <T>(value: T): T => redactDeep(value);
+  const scrub = (err: unknown): unknown => {
+    if (err instanceof Error) {
+      err.message = redact(err.message);
+      if (err.stack) err.stack = redact(err.stack);
+      return err;
+    }
+    return typeof err === 'string' ? redact(err) : clean(err);
+  };
+  const guard =
+    <A extends unknown[], R>(fn: (...a: A) => Promise<R>) =>
+    async (...a: A): Promise<R> => {
+      try {
+        return clean(await fn(...a));
+      } catch (err) {
+        throw scrub(err);
+      }
+    };
+  const wrapped: Provider = {
+    ...p,
+    submit: guard((req) => p.submit(req)),
+    lookup: guard((q) => p.lookup(q)),
+    get: guard((id) => p.get(id)),
+  };
+  if (p.list) {
+    const list = p.list.bind(p);
+    wrapped.list = async function* (range) {
+      try {
+        for await (const txn of list(range)) yield clean(txn);
+      } catch (err) {
+        throw scrub(err);
+      }
+    };
+  }
+  if (p.parseWebhook) {
+    const parse = p.parseWebhook.bind(p);
+    wrapped.parseWebhook = (body, signature) => {
+      try {
+        return clean(parse(body, signature));
+      } catch (err) {
+        throw scrub(err);
+      }
+    };
+  }
+  return wrapped;
 }

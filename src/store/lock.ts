@@ -1,11 +1,18 @@
 /**
  * The embedded store's exclusive lock file (SPEC §5). PGlite does not stop two processes from
  * opening one data folder: both run without error and one silently loses committed writes.
- * So before opening, recon creates `PATH.lock` atomically (`open(..., 'wx')`), holding the
- * owner's pid, host and start time; a lock left by a dead process on this host is cleared.
+ * So before opening, recon creates `PATH.lock` atomically, holding the owner's pid, host and start
+ * time; a lock left by a dead process on this host is cleared.
+ *
+ * The lock appears whole or not at all: its content is written to a temp file first, which is then
+ * hard-linked to the lock's name (`link()` fails with EEXIST when the name is taken, so taking it
+ * stays exclusive, unlike rename()). A disk that fills while writing leaves no lock behind; an
+ * empty or unparseable lock (an older recon's, written in place) with no live holder is stale.
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { StoreLockedError } from '../errors.js';
 
 export interface LockRecord {
@@ -32,10 +39,9 @@ export function acquireLock(lockPath: string, storeName: string): StoreLock {
   // too, another process took the lock in between and is alive.
   for (let attempt = 0; ; attempt++) {
     if (tryCreate(lockPath, content)) break;
-    const holder = readLock(lockPath);
-    const retry =
-      attempt === 0 &&
-      (holder.raw === null || (holder.record !== null && isStale(holder.record) && clearStale(lockPath, holder.raw)));
+    const holder = readSettledLock(lockPath);
+    const stale = holder.raw === null || (holder.record ? isStale(holder.record) : !holder.fresh);
+    const retry = attempt === 0 && stale && (holder.raw === null || clearStale(lockPath, holder.raw));
     if (!retry) throw lockedError(lockPath, storeName, holder.record);
   }
   return newLock(lockPath, record, content);
@@ -61,49 +67,137 @@ function newLock(lockPath: string, record: LockRecord, content: string): StoreLo
 }
 
 function tryCreate(lockPath: string, content: string): boolean {
+  const tmp = path.join(
+    path.dirname(lockPath),
+    `.${path.basename(lockPath)}.${process.pid}.${Math.random().toString(36).slice(2, 10)}.tmp`,
+  );
   let fd: number;
   try {
-    fd = fs.openSync(lockPath, 'wx', 0o600);
+    fd = fs.openSync(tmp, 'wx', 0o600);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw err;
+    throw lockWriteError(lockPath, err);
   }
   try {
-    fs.writeSync(fd, content);
+    try {
+      fs.writeSync(fd, content);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    try {
+      fs.linkSync(tmp, lockPath);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw err;
+    }
+    return true;
+  } catch (err) {
+    throw lockWriteError(lockPath, err);
   } finally {
-    fs.closeSync(fd);
+    fs.rmSync(tmp, { force: true });
   }
-  return true;
 }
 
-function readLock(lockPath: string): { raw: string | null; record: LockRecord | null } {
+/** Cannot write beside the data folder (read-only, full disk): exit 6 with what to check, not a raw errno. */
+function lockWriteError(lockPath: string, err: unknown): unknown {
+  const code = (err as NodeJS.ErrnoException).code;
+  const hints: Record<string, string> = {
+    EACCES: 'permission denied; use a folder you can write, or fix its permissions',
+    EPERM: 'operation not permitted; use a folder you can write, or fix its permissions',
+    EROFS: 'the file system is read-only; put the store on a writable one',
+    ENOSPC: 'no space left on the device; free some space',
+    EDQUOT: 'disk quota exceeded; free some space',
+  };
+  if (!code || !(code in hints)) return err;
+  return new StoreLockedError(`cannot write the store's lock file ${lockPath}: ${hints[code]} (${code})`, {
+    cause: err,
+  });
+}
+
+interface LockFile {
+  raw: string | null;
+  record: LockRecord | null;
+  /** Modified within the last FRESH_MS: an unparseable lock this young may still be being written. */
+  fresh: boolean;
+}
+
+/**
+ * An older recon created the lock and then wrote it, so for an instant it could be seen empty. An
+ * unparseable lock younger than this is given time to settle; older, nobody is writing it.
+ */
+const FRESH_MS = 2_000;
+
+function readSettledLock(lockPath: string): LockFile {
+  for (let waited = 0; ; waited += 50) {
+    const lock = readLock(lockPath);
+    if (lock.raw === null || lock.record !== null || !lock.fresh || waited >= FRESH_MS) return lock;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+  }
+}
+
+function readLock(lockPath: string): LockFile {
   let raw: string;
+  let fresh = false;
   try {
     raw = fs.readFileSync(lockPath, 'utf8');
+    fresh = Date.now() - fs.statSync(lockPath).mtimeMs < FRESH_MS;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { raw: null, record: null };
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return { raw: null, record: null, fresh };
+    // Unreadable (EACCES, EISDIR…): judged like an unparseable one, by its age.
+    if (code === 'EACCES' || code === 'EPERM' || code === 'EISDIR' || code === 'EIO') {
+      try {
+        fresh = Date.now() - fs.lstatSync(lockPath).mtimeMs < FRESH_MS;
+      } catch {
+        return { raw: null, record: null, fresh: false };
+      }
+      return { raw: `unreadable:${code}`, record: null, fresh };
+    }
     throw err;
   }
   try {
     const parsed = JSON.parse(raw) as Partial<LockRecord>;
     if (Number.isInteger(parsed.pid) && typeof parsed.host === 'string') {
-      return { raw, record: { pid: parsed.pid!, host: parsed.host, started_at: String(parsed.started_at ?? '?') } };
+      return {
+        raw,
+        record: { pid: parsed.pid!, host: parsed.host, started_at: String(parsed.started_at ?? '?') },
+        fresh,
+      };
     }
   } catch {
-    // Unparseable: a holder that is still writing it, or debris. Either way not provably stale.
+    // Unparseable: empty (a disk that filled, an older recon mid-write) or debris.
   }
-  return { raw, record: null };
+  return { raw, record: null, fresh };
 }
 
-/** Stale only when provably dead: same host and no such process. Another host cannot be checked. */
+/**
+ * Stale only when provably dead: same host and no such process, or a zombie (exited, waiting for
+ * its parent to reap it: it will never release the lock). Another host cannot be checked.
+ */
 export function isStale(record: LockRecord): boolean {
   if (record.host !== os.hostname()) return false;
   try {
     process.kill(record.pid, 0);
-    return false;
   } catch (err) {
-    // EPERM: the process exists but belongs to another user, so it is alive.
-    return (err as NodeJS.ErrnoException).code === 'ESRCH';
+    // EPERM: the process exists but belongs to another user, so it is alive (unless a zombie).
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return true;
+  }
+  return isZombie(record.pid);
+}
+
+/** Linux: state `Z` in /proc/PID/stat (the field after the parenthesised command name). */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z';
+  } catch {
+    // No /proc (macOS, BSD): ask ps; if that fails too, assume alive, the safe side.
+    try {
+      const out = execFileSync('ps', ['-o', 'stat=', '-p', String(pid)], { stdio: ['ignore', 'pipe', 'ignore'] });
+      return out.toString().trim().startsWith('Z');
+    } catch {
+      return false;
+    }
   }
 }
 
@@ -120,7 +214,12 @@ function clearStale(lockPath: string, staleContent: string | null): boolean {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return true;
     throw err;
   }
-  const moved = fs.readFileSync(aside, 'utf8');
+  let moved: string;
+  try {
+    moved = fs.readFileSync(aside, 'utf8');
+  } catch (err) {
+    moved = `unreadable:${(err as NodeJS.ErrnoException).code}`;
+  }
   if (moved !== staleContent) {
     try {
       fs.linkSync(aside, lockPath);

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
 import type { Db, Queryable, QueryResult } from './db.js';
+import { ReconError, StoreLockedError, UsageError } from '../errors.js';
 import { acquireLock, type StoreLock } from './lock.js';
 
 const NUMERIC_OID = 1700;
@@ -16,33 +17,43 @@ export async function openPglite(displayUrl: string, dataDir?: string): Promise<
   let lock: StoreLock | undefined;
   let absDir: string | undefined;
   if (dataDir !== undefined) {
-    absDir = path.resolve(dataDir);
-    fs.mkdirSync(path.dirname(absDir), { recursive: true, mode: 0o700 });
+    absDir = prepareDataDir(dataDir, displayUrl);
     lock = acquireLock(`${absDir}.lock`, displayUrl);
   }
   let pg: PGlite;
   try {
-    if (absDir) fs.mkdirSync(absDir, { recursive: true, mode: 0o700 });
+    if (absDir) mkdir(absDir, displayUrl);
     const { PGlite } = await import('@electric-sql/pglite');
     // PGlite already returns int8 as a number; numeric (amount sums) comes back as text otherwise.
     pg = await PGlite.create(absDir, { parsers: { [NUMERIC_OID]: (v: string) => Number(v) } });
   } catch (err) {
     lock?.release();
-    throw err;
+    if (err instanceof ReconError) throw err;
+    const e = pgliteError(err, displayUrl);
+    throw new StoreLockedError(
+      `cannot open the embedded store ${displayUrl}: ${e.message}; is ${absDir} a recon store written by a ` +
+        `compatible version? Point --db at another folder, or restore it from a backup`,
+      { cause: err },
+    );
   }
-
   let closed = false;
   return {
     kind: 'pglite',
     displayUrl,
     query: (sql, params) => run(pg, sql, params),
     transaction: <T>(fn: (tx: Queryable) => Promise<T>) =>
-      pg.transaction((tx) => fn({ query: (sql, params) => run(tx, sql, params) })),
+      pg
+        .transaction((tx) => fn({ query: (sql, params) => run(tx, sql, params) }))
+        .catch((err: unknown) => {
+          throw pgliteError(err, displayUrl);
+        }),
     async close() {
       if (closed) return;
       closed = true;
       try {
         await pg.close();
+      } catch (err) {
+        throw pgliteError(err, displayUrl);
       } finally {
         lock?.release();
       }
@@ -51,12 +62,107 @@ export async function openPglite(displayUrl: string, dataDir?: string): Promise<
 }
 
 async function run<T>(target: PGlite | Transaction, sql: string, params?: unknown[]): Promise<QueryResult<T>> {
-  // Like pg: no parameters → simple protocol, which accepts several statements (migrations).
-  if (!params || params.length === 0) {
-    const results = await target.exec(sql);
-    return normalise<T>(results[results.length - 1]);
+  try {
+    // Like pg: no parameters → simple protocol, which accepts several statements (migrations).
+    if (!params || params.length === 0) {
+      const results = await target.exec(sql);
+      return normalise<T>(results[results.length - 1]);
+    }
+    return normalise<T>(await target.query<T>(sql, params));
+  } catch (err) {
+    if (err instanceof Error) throw err;
+    throw pgliteError(err, 'the embedded store');
   }
-  return normalise<T>(await target.query<T>(sql, params));
+}
+
+/**
+ * PGlite (emscripten underneath) may throw things that are not Errors, such as an `ExitStatus`
+ * `{name, message, status}`; printed with String() they read "[object Object]". Always an Error
+ * with a message a person can use.
+ */
+export function pgliteError(err: unknown, where: string): Error {
+  if (err instanceof Error) return err;
+  let message: string;
+  if (typeof err === 'string') message = err;
+  else if (err && typeof err === 'object') {
+    const o = err as { name?: unknown; message?: unknown };
+    if (typeof o.message === 'string' && o.message) {
+      message = typeof o.name === 'string' && o.name ? `${o.name}: ${o.message}` : o.message;
+    } else {
+      try {
+        message = JSON.stringify(err);
+      } catch {
+        message = Object.prototype.toString.call(err);
+      }
+    }
+  } else message = String(err);
+  return new ReconError(`${where}: ${message}`, { cause: err });
+}
+
+/**
+ * The data folder's real path (so a symlink to a store takes the same lock as the store itself),
+ * after checking that it can be a store: a folder (or nothing yet) that is empty or holds a PostgreSQL
+ * data directory. Someone else's non-empty folder is refused rather than filled with PostgreSQL files.
+ */
+function prepareDataDir(dataDir: string, displayUrl: string): string {
+  const abs = path.resolve(dataDir);
+  let stat: fs.Stats | undefined;
+  try {
+    stat = fs.statSync(abs);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOTDIR') throw notAFolder(abs, displayUrl);
+    if (code !== 'ENOENT') throw err;
+  }
+  if (stat && !stat.isDirectory()) throw notAFolder(abs, displayUrl);
+  if (stat) {
+    const real = fs.realpathSync(abs);
+    const entries = fs.readdirSync(real);
+    if (entries.length > 0 && !entries.includes('PG_VERSION')) {
+      throw new UsageError(
+        `${displayUrl}: ${abs} is not empty and is not a recon store (no PG_VERSION in it); ` +
+          `give a new or empty folder for the store, e.g. pglite:${path.join(dataDir, '.recon', 'db')}`,
+      );
+    }
+    return real;
+  }
+  // Not there yet: create its parent (mode 0700 for what we create) and resolve that.
+  const parent = path.dirname(abs);
+  mkdir(parent, displayUrl);
+  return path.join(fs.realpathSync(parent), path.basename(abs));
+}
+
+function mkdir(dir: string, displayUrl: string): void {
+  try {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' || code === 'ENOTDIR') throw notAFolder(dir, displayUrl);
+    if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS' || code === 'ENOSPC') {
+      throw new StoreLockedError(
+        `cannot write the store folder ${dir} for ${displayUrl}: ${code === 'EROFS' ? 'the file system is read-only' : code === 'ENOSPC' ? 'no space left on the device' : 'permission denied'} (${code}); ` +
+          `use a folder you can write, or fix its permissions`,
+        { cause: err },
+      );
+    }
+    throw err;
+  }
+}
+
+function notAFolder(where: string, displayUrl: string): UsageError {
+  // Name the part of the path that is a file.
+  let file = where;
+  for (let p = where; p !== path.dirname(p); p = path.dirname(p)) {
+    try {
+      if (!fs.statSync(p).isDirectory()) file = p;
+      break;
+    } catch {
+      continue;
+    }
+  }
+  return new UsageError(
+    `${displayUrl}: ${file} is a file, not a folder; the embedded store is a folder: give a folder path, e.g. pglite:.recon/db`,
+  );
 }
 
 function normalise<T>(res: Results<T> | Results<unknown> | undefined): QueryResult<T> {

@@ -6,6 +6,7 @@ import type { Pool, PoolClient, QueryResult as PgResult } from 'pg';
 import { StoreLockedError } from '../errors.js';
 import type { Db, Queryable, QueryResult } from './db.js';
 import { redactUrl } from './db.js';
+import { registerSecret } from '../config/redact.js';
 import * as codes from './pgcodes.js';
 
 const INT8_OID = 20;
@@ -50,6 +51,8 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const pg = (await import('pg')).default;
   const displayUrl = redactUrl(url);
   const password = safePassword(url);
+  // Whatever prints later (an error naming the URL, a driver message) is redacted of it too.
+  registerSecret(password);
 
   // Amounts and counts are bigint/numeric in SQL; callers want numbers. Set on this pool only,
   // so an application embedding recon keeps its own global pg parsers.
@@ -211,7 +214,8 @@ function describe(err: unknown): string {
 
 function safePassword(url: string): string | undefined {
   try {
-    const p = decodeURIComponent(new URL(url).password);
+    const u = new URL(url);
+    const p = decodeURIComponent(u.password) || u.searchParams.get('password') || '';
     return p || undefined;
   } catch {
     return undefined;

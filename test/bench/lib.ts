@@ -46,6 +46,11 @@ export interface BenchRow {
   baseline_of?: string;
   /** When the baseline is not in `unit` (e.g. a ratio measured against a time). */
   baseline_unit?: string;
+  /**
+   * value ÷ baseline, or how the row compares with its baseline when that is not a plain quotient
+   * (e.g. a time ratio); filled from value and baseline when left out.
+   */
+  ratio?: number | null;
   /** null when the row has no target. */
   pass: boolean | null;
   note?: string;
@@ -131,6 +136,8 @@ export interface ChildResult {
   peakRssMb?: number;
   /** CPU time (user + system) of the process, in ms, when asked for with `measureRss`. */
   cpuMs?: number;
+  /** The largest V8 heap in use seen (sampled every 20 ms and at exit), in MB, with `measureRss`. */
+  peakHeapMb?: number;
 }
 
 export interface ChildOptions {
@@ -147,10 +154,14 @@ export interface ChildOptions {
 /** The preload: `exit` fires after main() has finished, so VmHWM then is the whole run's peak. */
 const RSS_HOOK = `
 import { readFileSync, writeFileSync } from 'node:fs';
+let heapPeak = 0;
+const sample = () => (heapPeak = Math.max(heapPeak, process.memoryUsage().heapUsed));
+setInterval(sample, 20).unref();
 process.on('exit', () => {
+  sample();
   const m = /VmHWM:\\s+(\\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'));
   const cpu = process.cpuUsage();
-  if (m && process.env.BENCH_RSS_FILE) writeFileSync(process.env.BENCH_RSS_FILE, JSON.stringify({ hwmKb: Number(m[1]), cpuMs: (cpu.user + cpu.system) / 1000 }));
+  if (m && process.env.BENCH_RSS_FILE) writeFileSync(process.env.BENCH_RSS_FILE, JSON.stringify({ hwmKb: Number(m[1]), cpuMs: (cpu.user + cpu.system) / 1000, heapPeak }));
 });
 `;
 
@@ -192,12 +203,13 @@ export function runNode(ctx: BenchContext, args: string[], o: ChildOptions = {})
       clearTimeout(timer);
       let peakRssMb: number | undefined;
       let cpuMs: number | undefined;
+      let peakHeapMb: number | undefined;
       if (rssFile && fs.existsSync(rssFile)) {
-        const m = JSON.parse(fs.readFileSync(rssFile, 'utf8')) as { hwmKb: number; cpuMs: number };
-        [peakRssMb, cpuMs] = [m.hwmKb / 1024, m.cpuMs];
+        const m = JSON.parse(fs.readFileSync(rssFile, 'utf8')) as { hwmKb: number; cpuMs: number; heapPeak: number };
+        [peakRssMb, cpuMs, peakHeapMb] = [m.hwmKb / 1024, m.cpuMs, m.heapPeak / 1024 / 1024];
         fs.rmSync(rssFile, { force: true });
       }
-      resolve({ code, stdout, stderr, ms, peakRssMb, cpuMs });
+      resolve({ code, stdout, stderr, ms, peakRssMb, cpuMs, peakHeapMb });
     });
     if (o.input !== undefined) child.stdin.end(o.input);
     else child.stdin.end();

@@ -20,8 +20,19 @@ import { listUnresolved } from './list-unresolved.js';
 import { reconcileThroughput } from './reconcile.js';
 import { recordThroughput } from './record.js';
 import { startup } from './startup.js';
+import { statsBench } from './stats.js';
+import { writePath } from './write-path.js';
 
-const ALL: Benchmark[] = [startup, listUnresolved, reconcileThroughput, claims, auditDuplicates, recordThroughput];
+const ALL: Benchmark[] = [
+  startup,
+  listUnresolved,
+  reconcileThroughput,
+  writePath,
+  claims,
+  auditDuplicates,
+  recordThroughput,
+  statsBench,
+];
 
 function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {
   let quick = false;
@@ -44,7 +55,7 @@ function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {
 }
 
 function table(rows: BenchRow[]): string {
-  const head = ['benchmark', 'measured', 'target', 'baseline (same run)', 'result'];
+  const head = ['benchmark', 'measured', 'target', 'baseline (same run)', 'ratio', 'result'];
   const body = rows.map((r) => [
     r.name,
     `${r.value} ${r.unit}`,
@@ -52,6 +63,7 @@ function table(rows: BenchRow[]): string {
     r.baseline === null
       ? '-'
       : `${r.baseline} ${r.baseline_unit ?? (r.unit === 'bool' ? '' : r.unit)}${r.baseline_of ? ` (${r.baseline_of})` : ''}`.trim(),
+    r.ratio === null || r.ratio === undefined ? '-' : `${r.ratio}×`,
     r.pass === null ? 'info' : r.pass ? 'PASS' : 'FAIL',
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
@@ -59,13 +71,37 @@ function table(rows: BenchRow[]): string {
   return [line(head), widths.map((w) => '-'.repeat(w)).join('-|-'), ...body.map(line)].join('\n');
 }
 
+/** What the server says it runs with (SHOW), recorded so a result cannot hide a non-durable server. */
+async function showSettings(url: string): Promise<Record<string, string>> {
+  const pg = (await import('pg')).default;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const out: Record<string, string> = {};
+    for (const name of ['fsync', 'synchronous_commit', 'full_page_writes', 'server_version']) {
+      const r = await client.query<Record<string, string>>(`SHOW ${name}`);
+      out[name] = Object.values(r.rows[0]!)[0]!;
+    }
+    return out;
+  } finally {
+    await client.end();
+  }
+}
+
+function withRatio(r: BenchRow): BenchRow {
+  if (r.ratio !== undefined) return r;
+  return { ...r, ratio: r.baseline ? round(r.value / r.baseline, 2) : null };
+}
+
 async function main(): Promise<void> {
   const { quick, only } = parseArgs(process.argv.slice(2));
   const started = performance.now();
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-bench-'));
   const log = (m: string) => process.stderr.write(`${m}\n`);
-  log(`recon bench${quick ? ' (quick)' : ''}: starting PostgreSQL`);
-  const server = await startPostgres();
+  log(`recon bench${quick ? ' (quick)' : ''}: starting PostgreSQL (default durability)`);
+  // Default durability, as users run it: every commit waits for its WAL flush.
+  const server = await startPostgres({ durable: true });
+  const postgresSettings = await showSettings(server.url);
   const ctx: BenchContext = { quick, pgUrl: server.url, tmp, log };
   const rows: BenchRow[] = [];
   const failures: string[] = [];
@@ -75,7 +111,7 @@ async function main(): Promise<void> {
       const t0 = performance.now();
       log(`- ${b.name}`);
       try {
-        rows.push(...(await b.run(ctx)));
+        rows.push(...(await b.run(ctx)).map(withRatio));
       } catch (err) {
         failures.push(`${b.name}: ${(err as Error).stack ?? String(err)}`);
         rows.push({
@@ -102,6 +138,11 @@ async function main(): Promise<void> {
   for (const f of failures) process.stderr.write(`\n${f}\n`);
   const passed = rows.filter((r) => r.pass === true).length;
   const failed = rows.filter((r) => r.pass === false).length;
+  process.stdout.write(
+    `PostgreSQL ${Object.entries(postgresSettings)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(', ')}\n`,
+  );
   process.stdout.write(`total bench time ${totalS} s (${quick ? 'quick' : 'full'}) on ${os.cpus().length} cores\n`);
   process.stdout.write(`${passed} passed, ${failed} failed\n`);
   const out = path.join(ROOT, 'bench-results.json');
@@ -114,6 +155,7 @@ async function main(): Promise<void> {
         cpus: os.cpus().length,
         total_seconds: totalS,
         finished_at: new Date().toISOString(),
+        postgres_settings: postgresSettings,
         rows,
       },
       null,

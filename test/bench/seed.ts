@@ -11,8 +11,8 @@ import { payloadSql } from './lib.js';
 
 const AMOUNT = 1000;
 
-const opId = (prefix: string, i: number) => `op-${prefix}-${i}`;
-const piId = (prefix: string, i: number) => `pi_${prefix}_${i}`;
+export const opId = (prefix: string, i: number) => `op-${prefix}-${i}`;
+export const piId = (prefix: string, i: number) => `pi_${prefix}_${i}`;
 
 /** `every`: every operation has its refund (all confirm), instead of the even ones only. */
 export function seedSandbox(sandbox: StripeSandbox, prefix: string, n: number, o: { every?: boolean } = {}): void {

@@ -8,13 +8,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { applyDecisions, decisionWriter, type PlannedDecision } from '../../src/core/apply.js';
+import { applyDecisions, chainHeads, decisionWriter, type PlannedDecision } from '../../src/core/apply.js';
 import { eventsOf, verifyChains } from '../../src/core/audit.js';
 import { claimForRun } from '../../src/core/claims.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { recordOperations } from '../../src/core/record.js';
 import { findOperation } from '../../src/core/repo.js';
+import { transition } from '../../src/core/transition.js';
 import { validateOperation } from '../../src/core/validate.js';
+import { note } from '../../src/core/transition.js';
 import { LeaseLostError } from '../../src/errors.js';
 import type { Db } from '../../src/store/db.js';
 import { migrate, migrationsDir } from '../../src/store/migrate.js';
@@ -82,15 +84,22 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
           provider: 'stripe',
           action: 'refund',
           payload: { payment_intent: `pi_${id}`, amount: 500, currency: 'usd' },
+          approval: 'T-1',
         },
         ['stripe'],
       ),
     );
     await recordOperations(ctxAt(T0), ops);
-    await db.query(
-      "UPDATE recon.operations SET state = 'outcome_unknown', attempt_count = 1, first_attempt_at = $2 WHERE id = ANY($1::text[])",
-      [ids, T0.toISOString()],
-    );
+    // Through the state machine, so each chain ends in its operation's state (audit verify checks it).
+    for (const id of ids)
+      await db.transaction(async (tx) => {
+        for (const to of ['submitting', 'outcome_unknown'] as const)
+          await transition(tx, id, to, { actor: 'test', now: T0, kind: 'k', rule: 'r' });
+      });
+    await db.query('UPDATE recon.operations SET attempt_count = 1, first_attempt_at = $2 WHERE id = ANY($1::text[])', [
+      ids,
+      T0.toISOString(),
+    ]);
     const got = await claimForRun(db, { owner, leaseMs: 60_000, now: T0, limit: 1000, exclude: [] });
     return new Map(got.filter((o) => ids.includes(o.id)).map((o) => [o.id, o]));
   }
@@ -159,6 +168,57 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
     expect((await verifyChains(db)).ok).toBe(true);
   });
 
+  it('an event appended after the chain head was read (a webhook) is not forked: the group is written again under its locks', async () => {
+    const ids = [`${prefix}-a`, `${prefix}-b`];
+    const ops = await claimed(ids);
+    const heads = await chainHeads(db, ids);
+    // A webhook's note on the first operation, between the head read and the group's write.
+    await db.transaction((tx) => note(tx, ids[0]!, { actor: 'webhook', now: ms(500), kind: 'webhook.seen' }));
+    const results = await applyDecisions(
+      ctxAt(ms(1000)),
+      ids.map((id) => ({ ...plan(ops.get(id)!, notFound, wait), head: heads.get(id) })),
+      'W',
+    );
+    expect(results.map((r) => r.ok)).toEqual([true, true]);
+    const kinds = (await eventsOf(db, ids[0]!)).map((e) => e.kind);
+    expect(kinds.slice(-2)).toEqual(['webhook.seen', 'reconcile.wait']);
+    expect((await verifyChains(db)).ok).toBe(true);
+  });
+
+  it('one statement writes the group: state, last_checked_at and lease release in one update of each row', async () => {
+    const ids = Array.from({ length: 5 }, (_, i) => `${prefix}-${i}`);
+    const ops = await claimed(ids);
+    const heads = await chainHeads(db, ids);
+    const statements: string[] = [];
+    const counting: CoreContext = {
+      db: {
+        ...db,
+        query: (sql: string, params?: unknown[]) => (statements.push(sql), db.query(sql, params)),
+        transaction: (fn) => (statements.push('BEGIN'), db.transaction(fn)),
+      } as Db,
+      actor: 'test',
+      now: () => ms(1000),
+    };
+    const results = await applyDecisions(
+      counting,
+      ids.map((id) => ({
+        ...plan(ops.get(id)!, found(txn(`re_${id}`, id)), confirm(txn(`re_${id}`, id))),
+        head: heads.get(id),
+      })),
+      'W',
+    );
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect(statements).toHaveLength(1);
+    const rows = await db.query(
+      'SELECT state, lease_owner, last_checked_at FROM recon.operations WHERE id = ANY($1::text[])',
+      [ids],
+    );
+    expect(
+      rows.rows.every((r) => r.state === 'confirmed' && r.lease_owner === null && r.last_checked_at !== null),
+    ).toBe(true);
+    expect((await verifyChains(db)).ok).toBe(true);
+  });
+
   it('a store error in one item of a group is retried alone: the others are written', async () => {
     const [a, b] = [`${prefix}-a`, `${prefix}-b`];
     const ops = await claimed([a, b]);
@@ -203,7 +263,7 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
   it('the group writer answers each caller with its own result, however the calls are grouped', async () => {
     const ids = Array.from({ length: 30 }, (_, i) => `${prefix}-${i}`);
     const ops = await claimed(ids);
-    const write = decisionWriter(ctxAt(ms(1000)), 'W', 7);
+    const write = decisionWriter(ctxAt(ms(1000)), 'W', { maxGroup: 7 });
     const results = await Promise.all(
       ids.map((id, i) =>
         i % 3

@@ -268,11 +268,17 @@ describe.each(backends)('leases on $name', (backend) => {
       [id],
     );
     expect(attempt.rows).toEqual([{ ended_at: null, outcome: null, provider_request_id: null }]);
-    const txns = await db.query('SELECT count(*)::int AS n FROM recon.provider_transactions WHERE operation_id = $1', [
-      id,
+    // The late response's refund is linked and recorded as evidence (SPEC §3); nothing else moves.
+    const txns = await db.query(
+      'SELECT provider_id, linked_via FROM recon.provider_transactions WHERE operation_id = $1',
+      [id],
+    );
+    expect(txns.rows).toEqual([{ provider_id: 're_1', linked_via: 'response' }]);
+    const events = await eventsOf(db, id);
+    expect(events.slice(0, eventsBefore.length)).toEqual(eventsBefore);
+    expect(events.slice(eventsBefore.length)).toEqual([
+      expect.objectContaining({ kind: 'late_response.received', from_state: 'submitting', to_state: 'submitting' }),
     ]);
-    expect(Number(txns.rows[0].n)).toBe(0);
-    expect(await eventsOf(db, id)).toEqual(eventsBefore);
   });
 
   it('a submit that finishes within its lease writes the result and the attempt', async () => {

@@ -121,6 +121,7 @@ describe('help and version', () => {
       'webhook',
       'webhook ingest',
       'webhook serve',
+      'mcp',
       'audit',
       'audit duplicates',
       'audit verify',

@@ -1,8 +1,9 @@
 /**
- * `recon demo` is also a smoke test of recon: it plays incidents 1, 2, 3, 5, 6 and 9 against the
- * in-process sandboxes and checks each claim against the store and the provider's ledger. The
- * `--json` test runs the built CLI as a user would, the human one runs it in process; both in an
- * empty folder, with a store variable set that the demo must not use.
+ * `recon demo` is also a smoke test of recon: it plays incidents 1, 2, 3, 5, 6 and 9, and the agent's
+ * afternoon (11, an agent through recon mcp), against the in-process sandboxes and checks each
+ * claim against the store and the provider's ledger. The `--json` test runs the built CLI as a user
+ * would, the human one runs it in process; both in an empty folder, with a store variable set that
+ * the demo must not use.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -18,6 +19,7 @@ const EXPECTED_LEDGERS: Record<number, Record<string, number>> = {
   5: { shipments: 1 },
   6: { refunds: 1 },
   9: { refunds: 2 },
+  11: { refunds: 1 },
 };
 
 describe('recon demo', () => {
@@ -40,7 +42,7 @@ describe('recon demo', () => {
       expect(r.code, r.stderr).toBe(0);
       expect(r.json, 'stdout is one JSON document').toBeDefined();
       expect(r.json.ok).toBe(true);
-      expect(r.json.incidents.map((i: { number: number }) => i.number)).toEqual([1, 2, 3, 5, 6, 9]);
+      expect(r.json.incidents.map((i: { number: number }) => i.number)).toEqual([1, 2, 3, 5, 6, 9, 11]);
       for (const incident of r.json.incidents) {
         expect(incident.title).toEqual(expect.any(String));
         expect(incident.checks.length, `incident ${incident.number} checks something`).toBeGreaterThan(0);
@@ -67,7 +69,7 @@ describe('recon demo', () => {
       const out = r.stdout;
       // No colour: NO_COLOR is set and stdout is not a terminal.
       expect(out).not.toContain('\u001b[');
-      for (const n of [1, 2, 3, 5, 6, 9]) expect(out).toContain(`[${n}]`);
+      for (const n of [1, 2, 3, 5, 6, 9, 11]) expect(out).toContain(`[${n}]`);
 
       const before = section(out, 'recon ops list (before recon run)');
       const after = section(out, 'recon ops list (after recon run)');

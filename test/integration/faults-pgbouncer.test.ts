@@ -110,17 +110,43 @@ describe('behind PgBouncer (pool_mode = transaction)', () => {
     world.stripe.faults.clear();
     expect(world.stripe.refunds()).toHaveLength(N / 2);
 
+    // Each worker takes at most a quarter (--limit), so all four share the pass; and they start at
+    // once: a share lock on recon.operations (held on a direct connection) keeps each at its first
+    // claim until all four wait on it (as incident 7 does), so none starts after another has finished.
     const pass = async (): Promise<RunJson[]> => {
-      const results: CliResult[] = await Promise.all(
-        // Processes: workers of several hosts (in-process commands run one at a time).
-        Array.from({ length: WORKERS }, () => w.reconProcess(['run', '--json'], { timeoutMs: 120_000 })),
-      );
-      return results.map((r) => expectExit(r, 0).json as RunJson);
+      const gate = await openStore(direct);
+      let workers!: Promise<CliResult[]>;
+      try {
+        await gate.transaction(async (tx) => {
+          await tx.query('LOCK TABLE recon.operations IN SHARE MODE');
+          // Processes: workers of several hosts (in-process commands run one at a time).
+          workers = Promise.all(
+            Array.from({ length: WORKERS }, () =>
+              w.reconProcess(['run', '--json', '--limit', String(N / WORKERS)], { timeoutMs: 120_000 }),
+            ),
+          );
+          // Asked on another connection: pg_stat_activity is a snapshot for the rest of a transaction.
+          for (let i = 0; i < 2400; i++) {
+            const r = await gate.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%recon.operations%'`,
+            );
+            if (Number(r.rows[0]!.n) >= WORKERS) return;
+            await sleep(25);
+          }
+          throw new Error('the workers never reached their first claim');
+        });
+      } finally {
+        await gate.close();
+      }
+      return (await workers).map((r) => expectExit(r, 0).json as RunJson);
     };
     const first = await pass();
     const firstIds = first.flatMap((s) => s.decisions.map((d) => d.id));
     expect(first.flatMap((s) => s.errors)).toEqual([]);
     expect(new Set(firstIds).size).toBe(firstIds.length);
+    expect(firstIds).toHaveLength(N);
+    for (const worker of first) expect(worker.decisions.length).toBeGreaterThan(0);
     expect(world.stripe.refunds()).toHaveLength(N / 2);
 
     await sleep(PAST_WINDOW_MS);
@@ -143,7 +169,8 @@ describe('behind PgBouncer (pool_mode = transaction)', () => {
     const duplicates = [...perOperation.values()].filter((n) => n > 1).length;
     console.log(
       `pgbouncer run: workers=${WORKERS} operations=${N} refunds=${ledger.length} duplicates=${duplicates} ` +
-        `(pass 1: ${firstIds.length} decisions, pass 2: ${retriedIds.length} retries)`,
+        `(pass 1: ${firstIds.length} decisions, per worker ${first.map((x) => x.decisions.length).join('/')}; ` +
+        `pass 2: ${retriedIds.length} retries, per worker ${second.map((x) => x.decisions.length).join('/')})`,
     );
     expect(ledger).toHaveLength(N);
     expect(perOperation.size).toBe(N);

@@ -58,8 +58,50 @@ describe('PostgreSQL lost mid-run', () => {
     const metrics = path.join(world.dir, 'recon.prom');
     const child = world.spawn(['run', '--json', '--concurrency', '1', '--metrics-file', metrics]);
     const done = collect(child, { timeoutMs: 90_000 });
-    await sleep(1500);
+    // Mid-run for sure: the pass has written its first decisions and has most still to do.
+    const watcher = await openStore(w.storeUrl);
+    let checked = 0;
+    try {
+      for (let i = 0; i < 800 && checked === 0; i++) {
+        await sleep(25);
+        const r = await watcher.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM recon.operations WHERE last_checked_at IS NOT NULL',
+        );
+        checked = Number(r.rows[0]!.n);
+      }
+    } finally {
+      await watcher.close();
+    }
+    expect(checked).toBeGreaterThan(0);
+    expect(checked).toBeLessThan(ops.length);
+    // And inside a transaction: the run's next write waits on row locks held here, so the server
+    // dies under a client that the run has checked out of its pool (the crash of issue 10), not
+    // only under idle ones, which the pool itself looks after.
+    const gate = await openStore(w.storeUrl);
+    let blocked = false;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const gateTx = gate
+      .transaction(async (tx) => {
+        await tx.query('SELECT id FROM recon.operations FOR UPDATE');
+        // Asked on another connection: pg_stat_activity is a snapshot for the rest of a transaction.
+        for (let i = 0; i < 800 && !blocked; i++) {
+          const r = await gate.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
+          );
+          blocked = Number(r.rows[0]!.n) > 0;
+          if (!blocked) await sleep(25);
+        }
+        await held;
+      })
+      .catch(() => undefined);
+    for (let i = 0; i < 800 && !blocked; i++) await sleep(25);
+    expect(blocked).toBe(true);
     await server!.stop();
+    release();
+    await gateTx;
+    await gate.close().catch(() => undefined);
     server = undefined;
     const r = await done;
 

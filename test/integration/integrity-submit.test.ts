@@ -7,11 +7,14 @@
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { eventsOf, verifyChains } from '../../src/core/audit.js';
+import { payloadHash } from '../../src/core/canonical.js';
 import { recordOperations } from '../../src/core/record.js';
 import { attemptsOf, getOperation, transactionsOf } from '../../src/core/repo.js';
-import { submitOperation } from '../../src/core/submit.js';
+import { claimAttempt } from '../../src/core/claims.js';
+import { escalate } from '../../src/core/human.js';
+import { finishAttempt, submitOperation } from '../../src/core/submit.js';
 import { validateOperation } from '../../src/core/validate.js';
-import { RefusedError, UsageError } from '../../src/errors.js';
+import { LeaseLostError, RefusedError, UsageError } from '../../src/errors.js';
 import type { Provider } from '../../src/types.js';
 import { backends, removeTempStores } from '../support/backends.js';
 import { startStripeWorld, type StripeWorld } from './integrity-support.js';
@@ -46,6 +49,24 @@ describe.each(backends)('what submit sends, store on $name', (backend) => {
       rule: 'claim.payload_tampered',
     });
     expect((await verifyChains(w.db)).ok).toBe(true);
+  });
+
+  it('a payload changed together with its payload_hash is still caught: the hash recorded in the audit chain decides', async () => {
+    w = await startStripeWorld(backend);
+    const [pi] = await w.recordRefunds([{ id: 'refund:tp_3', amount: 1500 }]);
+    const changed = { payment_intent: pi, amount: 99999, currency: 'usd' };
+    await w.db.query('UPDATE recon.operations SET payload = $2::jsonb, payload_hash = $3 WHERE id = $1', [
+      'refund:tp_3',
+      JSON.stringify(changed),
+      payloadHash(changed),
+    ]);
+    const err = await submitOperation(w.ctx, w.stripe, 'refund:tp_3').catch((e) => e);
+    expect(err).toBeInstanceOf(RefusedError);
+    expect(w.sandbox.refunds({ payment_intent: pi })).toEqual([]);
+    expect(await getOperation(w.db, 'refund:tp_3')).toMatchObject({
+      state: 'needs_review',
+      review_reason: 'payload_tampered',
+    });
   });
 
   it('a retry re-checks the payload in its claim as well: nothing sent, needs_review', async () => {
@@ -106,5 +127,41 @@ describe.each(backends)('what submit sends, store on $name', (backend) => {
     expect(await getOperation(w.db, 'refund:bad_1')).toMatchObject({ state: 'approved', attempt_count: 0 });
     expect(await attemptsOf(w.db, 'refund:bad_1')).toEqual([]);
     expect(w.sandbox.refunds()).toEqual([]);
+  });
+  it('a late response for an operation a person must now review links its refund as evidence and moves nothing', async () => {
+    w = await startStripeWorld(backend);
+    await w.recordRefunds([{ id: 'refund:late_2', amount: 1500 }]);
+    const T0 = Date.now();
+    const at = (ms: number) => ({ ...w!.ctx, now: () => new Date(T0 + ms) });
+    const claim = await claimAttempt(at(0), 'refund:late_2', {
+      owner: 'A',
+      leaseMs: 1000,
+      from: 'approved',
+      rule: 'submit.first_attempt',
+    });
+    // A's request outlives its lease; meanwhile someone escalates the operation.
+    await escalate(at(2000), 'refund:late_2', { reason: 'customer called' });
+    const err = await finishAttempt(at(2500), w.stripe, claim, {
+      outcome: 'confirmed',
+      txn: {
+        provider_id: 're_late_2',
+        status: 'succeeded',
+        state: 'confirmed',
+        amount: 1500,
+        currency: 'usd',
+        operation_id: 'refund:late_2',
+        client_reference: null,
+        created: new Date(T0),
+      },
+    }).catch((e) => e);
+    expect(err).toBeInstanceOf(LeaseLostError);
+    expect(await getOperation(w.db, 'refund:late_2')).toMatchObject({ state: 'needs_review' });
+    expect(await transactionsOf(w.db, 'refund:late_2')).toEqual([
+      expect.objectContaining({ provider_id: 're_late_2', linked_via: 'response' }),
+    ]);
+    expect((await eventsOf(w.db, 'refund:late_2')).at(-1)).toMatchObject({
+      kind: 'late_response.received',
+      to_state: 'needs_review',
+    });
   });
 });

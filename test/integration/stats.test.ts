@@ -52,7 +52,7 @@ async function buildHistory(db: Db): Promise<void> {
   const move = async (id: string, to: State, at: number, review_reason?: string) => {
     clock = at;
     await db.transaction((tx) =>
-      // `person`: the history includes reviews resolved by people (only a person leaves needs_review).
+      // by a person: this history includes reviews resolved (only a person leaves needs_review).
       transition(tx, id, to, {
         actor: ctx.actor,
         now: new Date(at),

@@ -162,7 +162,15 @@ function hydrateSymlinks(listFile: string, into: string): void {
   }
 }
 
-export async function startPostgres(): Promise<PostgresServer> {
+export interface StartOptions {
+  /**
+   * Default durability (fsync, synchronous_commit and full_page_writes on), as users run it: the
+   * bench measures with it. Tests run without, for speed.
+   */
+  durable?: boolean;
+}
+
+export async function startPostgres(o: StartOptions = {}): Promise<PostgresServer> {
   const found = findPgBin();
   const { source } = found;
   let bin = found.dir;
@@ -202,9 +210,7 @@ export async function startPostgres(): Promise<PostgresServer> {
         `-p ${port}`,
         '-c listen_addresses=127.0.0.1',
         `-c unix_socket_directories=${dir}`,
-        '-c fsync=off',
-        '-c synchronous_commit=off',
-        '-c full_page_writes=off',
+        ...(o.durable ? [] : ['-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off']),
         '-c max_connections=300',
         '-c shared_buffers=64MB',
         // Diagnostics only, e.g. RECON_TEST_PG_OPTIONS='-c shared_preload_libraries=pg_stat_statements'.

@@ -16,56 +16,85 @@ function fakeClock(start = 1_000_000) {
   return clock;
 }
 
+/** The most requests that fall in any half-open 1-second window [t, t + 1000). */
+function maxPerSecond(times: number[]): number {
+  let max = 0;
+  for (let i = 0, j = 0; i < times.length; i++) {
+    while (times[i]! - times[j]! >= 1000) j++;
+    max = Math.max(max, i - j + 1);
+  }
+  return max;
+}
+
 describe('TokenBucket', () => {
-  it('lets a burst through, then spaces requests at the configured rate', async () => {
+  it('paces from the first request: no burst, requests spaced at the configured rate', async () => {
     const clock = fakeClock();
-    const bucket = new TokenBucket({ ratePerSec: 5, burst: 2, now: clock.now, sleep: clock.sleep });
+    const bucket = new TokenBucket({ ratePerSec: 5, now: clock.now, sleep: clock.sleep });
     const startedAt: number[] = [];
     for (let i = 0; i < 6; i++) {
       await bucket.take();
       startedAt.push(clock.t - 1_000_000);
     }
-    expect(startedAt).toEqual([0, 0, 200, 400, 600, 800]);
+    expect(startedAt).toEqual([0, 200, 400, 600, 800, 1000]);
   });
 
-  it('never exceeds rate × elapsed + burst, with concurrent takers served in order', async () => {
+  it('never puts more than the rate into any 1-second window, the first one included, with takers served in order', async () => {
     const clock = fakeClock();
-    const bucket = new TokenBucket({ ratePerSec: 25, now: clock.now, sleep: clock.sleep });
+    const bucket = new TokenBucket({ ratePerSec: 100, now: clock.now, sleep: clock.sleep });
     const order: number[] = [];
     const times: number[] = [];
     await Promise.all(
-      Array.from({ length: 100 }, (_, i) =>
+      Array.from({ length: 300 }, (_, i) =>
         bucket.take().then(() => {
           order.push(i);
           times.push(clock.t - 1_000_000);
         }),
       ),
     );
-    expect(order).toEqual(Array.from({ length: 100 }, (_, i) => i));
-    times.forEach((elapsed, i) => expect(i + 1).toBeLessThanOrEqual(25 + Math.floor((elapsed * 25) / 1000)));
-    // 100 requests at 25/s with a burst of 25: the last one goes at 3s.
-    expect(times.at(-1)).toBe(3000);
+    expect(order).toEqual(Array.from({ length: 300 }, (_, i) => i));
+    expect(times.filter((t) => t < 1000)).toHaveLength(100);
+    expect(maxPerSecond(times)).toBeLessThanOrEqual(100);
+    // 300 requests at 100/s: the last one goes at 2.99 s, the full rate.
+    expect(times.at(-1)).toBe(2990);
   });
 
-  it('refills after a quiet period, but not beyond the burst', async () => {
+  it('stays within the rate in every window when timers fire late, and keeps ≥ 95% of the rate', async () => {
+    let seed = 7;
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const clock = fakeClock();
-    const bucket = new TokenBucket({ ratePerSec: 10, burst: 3, now: clock.now, sleep: clock.sleep });
+    // setTimeout fires late, never early: 0–30 ms late here (a loaded machine), three slots and more.
+    const lateSleep = async (ms: number) => {
+      clock.t += ms + Math.floor(random() * 31);
+    };
+    const bucket = new TokenBucket({ ratePerSec: 100, now: clock.now, sleep: lateSleep });
+    const times: number[] = [];
+    await Promise.all(Array.from({ length: 1000 }, () => bucket.take().then(() => times.push(clock.t))));
+    expect(maxPerSecond(times)).toBeLessThanOrEqual(100);
+    const rate = (times.length - 1) / ((times.at(-1)! - times[0]!) / 1000);
+    expect(rate).toBeGreaterThanOrEqual(95);
+  });
+
+  it('does not turn a quiet period into a burst', async () => {
+    const clock = fakeClock();
+    const bucket = new TokenBucket({ ratePerSec: 10, now: clock.now, sleep: clock.sleep });
     for (let i = 0; i < 3; i++) await bucket.take();
-    expect(clock.sleeps).toEqual([]);
     clock.t += 60_000;
-    for (let i = 0; i < 3; i++) await bucket.take();
+    clock.sleeps.length = 0;
+    await bucket.take();
     expect(clock.sleeps).toEqual([]);
     await bucket.take();
     expect(clock.sleeps).toEqual([100]);
   });
 
-  it('does not mint tokens when the clock steps backwards', async () => {
+  it('holds every request back while paused by a Retry-After', async () => {
     const clock = fakeClock();
-    const bucket = new TokenBucket({ ratePerSec: 1, burst: 1, now: clock.now, sleep: clock.sleep });
+    const bucket = new TokenBucket({ ratePerSec: 10, now: clock.now, sleep: clock.sleep });
     await bucket.take();
-    clock.t -= 10_000;
+    bucket.pause(2000);
     await bucket.take();
-    expect(clock.sleeps).toEqual([1000]);
+    expect(clock.t - 1_000_000).toBe(2000);
+    await bucket.take();
+    expect(clock.t - 1_000_000).toBe(2100);
   });
 
   it('with an infinite rate never waits', async () => {

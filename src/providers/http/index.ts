@@ -82,7 +82,11 @@ export function createHttpProvider(config: HttpProviderConfig, deps: HttpProvide
       return await withRetries(once, {
         retries: MAX_RETRIES,
         isRetryable: (err) => err instanceof HttpStatusError && retryAfterOf(err) <= MAX_RETRY_AFTER_MS,
-        delayFor: (err, attempt) => retryAfterOf(err) + backoffDelay(attempt, { baseMs: 250, maxMs: 5_000, random }),
+        delayFor: (err, attempt) => {
+          // Retry-After concerns the whole client: every request waits, not only the one that was refused.
+          bucket.pause(retryAfterOf(err));
+          return retryAfterOf(err) + backoffDelay(attempt, { baseMs: 250, maxMs: 5_000, random });
+        },
         sleep,
       });
     } catch (err) {

@@ -51,6 +51,8 @@ export function createClient(config: StripeProviderConfig, deps: ClientDeps = {}
         // Retry-After is a floor; the jitter on top keeps several throttled workers from returning together.
         delayFor: (err, attempt) => {
           const floor = isRateLimited(err) ? retryAfterOf(err) : 0;
+          // Retry-After concerns the whole client: every request waits, not only the one that was refused.
+          bucket.pause(floor);
           return floor + backoffDelay(attempt, { baseMs: 250, maxMs: 5_000, random });
         },
         sleep,

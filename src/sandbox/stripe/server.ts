@@ -50,6 +50,8 @@ export interface StripeSandboxOptions {
   keyRetentionMs?: number;
   /** Clock (ms) for object timestamps, key retention and `hide`. Default Date.now. */
   now?: () => number;
+  /** Called as each API request arrives, before latency and the rate limit (the bench times arrivals). */
+  onRequest?: (route: string) => void;
 }
 
 export interface StripeSandbox {
@@ -131,6 +133,7 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
     const name = route?.name ?? `${method} (unknown)`;
     stats.requests++;
     stats.byRoute[name] = (stats.byRoute[name] ?? 0) + 1;
+    opts.onRequest?.(name);
     countStatus(stats, res);
     if (opts.latencyMs) await sleep(opts.latencyMs);
     const send = (status: number, body: unknown, headers?: Record<string, string>) =>

@@ -1,0 +1,107 @@
+import { readFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import type { Agent } from '../src/agent/context.js';
+import { redact, registerSecret } from '../src/config.js';
+import { UsageError } from '../src/errors.js';
+import { action, parsePositiveInt } from './support/action.js';
+import type { Deps } from './support/deps.js';
+import { info } from './support/io.js';
+
+export interface McpOptions {
+  http?: boolean;
+  port?: number;
+  host?: string;
+}
+
+export function register(program: Command): void {
+  program
+    .command('mcp')
+    .description(
+      "serve recon's tools to an AI agent (Model Context Protocol): over stdio, or Streamable HTTP with --http",
+    )
+    .option('--http', 'serve Streamable HTTP at /mcp instead of stdio (needs RECON_MCP_TOKEN)')
+    .option('--port <n>', 'with --http: port to listen on', parsePositiveInt('--port'))
+    .option('--host <host>', 'with --http: address to bind (default 127.0.0.1)')
+    .addHelpText(
+      'after',
+      `
+Tools: propose_action, execute_action, check_action, get_action, list_open_actions.
+Agents never approve: a provider's "autoApprove": {"maxAmount": 5000, "currencies": ["usd"]}
+approves small actions when proposed; anything else waits for: recon ops approve ID --ref REF.
+Every tool call is an audit event with actor mcp:<client name>. Over stdio, stdout carries the
+protocol and nothing else; the server stops when stdin closes, on SIGINT or SIGTERM.
+
+Examples:
+  $ recon mcp                                              # an agent host starts this (stdio)
+  $ RECON_MCP_TOKEN=$(openssl rand -hex 32) recon mcp --http --port 8765`,
+    )
+    .action(action<McpOptions>(async (_args, opts, deps) => runMcp(opts, deps)));
+}
+
+export async function runMcp(o: McpOptions, deps: Deps): Promise<void> {
+  if (!o.http && (o.port !== undefined || o.host !== undefined))
+    throw new UsageError('--port/--host: only with --http (without it, recon mcp serves stdio)');
+  if (o.http && o.port === undefined) throw new UsageError('--port: required with --http, e.g. --port 8765');
+  const token = deps.env.RECON_MCP_TOKEN;
+  if (o.http && !token)
+    throw new UsageError(
+      'RECON_MCP_TOKEN: required with --http; set it to a long random secret (e.g. openssl rand -hex 32) and give agents the same bearer token',
+    );
+  if (token) registerSecret(token);
+  // One store for the server's lifetime (one PGlite boot; on the embedded store it holds the lock).
+  const db = await deps.store();
+  const config = await deps.config();
+  const agent: Agent = {
+    db,
+    config,
+    now: deps.now,
+    provider: (name) => deps.provider(name),
+    // Errors can quote configuration (URLs with credentials, headers): redacted like every other message.
+    log: (line) => deps.io.err.write(`recon mcp: ${redact(line)}\n`),
+  };
+  const version = packageVersion();
+  if (o.http) {
+    const { serveHttp } = await import('../src/agent/http.js');
+    const server = await serveHttp(agent, { port: o.port!, host: o.host ?? '127.0.0.1', token: token!, version });
+    info(deps.io, `recon mcp: serving ${server.url} (Authorization: Bearer $RECON_MCP_TOKEN); Ctrl-C to stop`);
+    await stopped([]);
+    await server.close();
+    return;
+  }
+  const { createAgentServer } = await import('../src/agent/server.js');
+  const { StdioServerTransport } = await import('@modelcontextprotocol/sdk/server/stdio.js');
+  const server = createAgentServer(agent, version);
+  const transport = new StdioServerTransport(deps.io.stdin as NodeJS.ReadStream, deps.io.out);
+  const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
+  await server.connect(transport);
+  info(deps.io, 'recon mcp: serving on stdio');
+  // The agent host ends the session by closing our stdin; a host that went away makes stdout fail (EPIPE).
+  const gone = new Promise<void>((resolve) => deps.io.out.once('error', () => resolve()));
+  await Promise.race([stopped([deps.io.stdin]), closed, gone]);
+  await server.close();
+}
+
+/** Resolves on SIGINT, SIGTERM, or the end of any of `streams`. */
+function stopped(streams: NodeJS.ReadableStream[]): Promise<void> {
+  return new Promise((resolve) => {
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    for (const s of streams) {
+      s.once('end', stop);
+      s.once('close', stop);
+    }
+  });
+}
+
+function packageVersion(): string {
+  try {
+    return JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
+  } catch {
+    return '0.0.0';
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * Every tool call is an audit event (SPEC §9), actor `mcp:<client name>`. A call that changes the
+ * operation is already audited by the core under that actor (recorded, attempt.started, …); the
+ * `mcp.call` event adds what the agent asked and what it was told. It changes no state: from_state
+ * and to_state are the state read under the row lock, so "each chain's last to_state equals the
+ * operation's state" (audit verify) stays true. A call about an operation that does not exist has
+ * no chain to go on and is not recorded (as `ops record` writes nothing for bad input).
+ */
+import { NotFoundError } from '../errors.js';
+import { note } from '../core/transition.js';
+import type { CoreContext } from '../core/context.js';
+
+const MCP_CALL = 'mcp.call';
+
+export async function auditCall(
+  ctx: CoreContext,
+  operationIds: string[],
+  detail: { tool: string } & Record<string, unknown>,
+): Promise<void> {
+  if (operationIds.length === 0) return;
+  const now = ctx.now();
+  await ctx.db.transaction(async (tx) => {
+    // In id order, so two calls over overlapping operations never wait on each other in a cycle.
+    for (const id of [...new Set(operationIds)].sort()) {
+      try {
+        await note(tx, id, { actor: ctx.actor, now, kind: MCP_CALL, rule: null, detail });
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err;
+      }
+    }
+  });
+}

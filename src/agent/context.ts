@@ -1,0 +1,48 @@
+/**
+ * What recon's MCP tools need: the store kept open for the server's lifetime, the configuration
+ * (provider names, `autoApprove` policies), the providers, the clock, and a place for what the
+ * server must tell its operator but not the agent (stderr).
+ */
+import type { LoadedConfig } from '../config/types.js';
+import type { CoreContext } from '../core/context.js';
+import type { Db } from '../store/db.js';
+import type { Operation, Provider } from '../types.js';
+import { findOperation, txnIdsByOperation } from '../core/repo.js';
+
+export interface Agent {
+  db: Db;
+  config: LoadedConfig;
+  now: () => Date;
+  provider(name: string): Promise<Provider>;
+  /** One line for the operator (stderr), never for the agent: internal errors, sessions. */
+  log(line: string): void;
+}
+
+/** A tool call's view of the agent: the core context under the calling client's actor. */
+export interface ToolCall {
+  agent: Agent;
+  ctx: CoreContext;
+}
+
+/**
+ * `mcp:<client name>`, the name the client gave in its MCP initialize request. It is the client's
+ * own claim, so it is only made safe to print (no control characters, bounded), never trusted.
+ */
+export function actorFor(clientName: string | undefined): string {
+  const name = (clientName ?? '')
+    .replace(/[^\w.@/+ -]/g, '_')
+    .trim()
+    .slice(0, 100);
+  return `mcp:${name || 'unknown'}`;
+}
+
+export function toolCall(agent: Agent, clientName: string | undefined): ToolCall {
+  return { agent, ctx: { db: agent.db, actor: actorFor(clientName), now: agent.now } };
+}
+
+/** The operation as it is now and its linked provider transaction ids; null when not recorded. */
+export async function currentOperation(db: Db, id: string): Promise<{ op: Operation; txnIds: string[] } | null> {
+  const op = await findOperation(db, id);
+  if (!op) return null;
+  return { op, txnIds: (await txnIdsByOperation(db, [id])).get(id) ?? [] };
+}

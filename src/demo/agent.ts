@@ -1,0 +1,104 @@
+/**
+ * The agent's afternoon (SPEC §9): an AI agent's refund tool goes through `recon mcp`. A scripted
+ * agent — the SDK's own Client, connected in-process to the same server `recon mcp` runs — proposes
+ * a refund (approved by the provider's autoApprove policy), executes it into a refund Stripe commits
+ * before the connection drops, is told not to try again, asks again anyway (nothing is sent), and
+ * checks: the refund is found and confirmed. The provider holds one refund.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { createAgentServer } from '../agent/server.js';
+import { getOperation } from '../core/repo.js';
+import type { Scene, Stage } from './stage.js';
+
+const DEMO_AGENT = 'support-agent';
+
+export function agentsAfternoon(stage: Stage): Scene {
+  const id = 'refund:ord_1011';
+  const { stripe, ctx } = stage.world;
+  return {
+    stage,
+    async setup() {
+      await stage.heading();
+      const { payment_intent } = stripe.seedPaymentIntent({ amount: 5000, currency: 'usd', id: 'pi_demo_1011' });
+      const server = createAgentServer(
+        {
+          db: ctx.db,
+          config: stage.world.config,
+          now: ctx.now,
+          provider: (name) => stage.world.provider(name),
+          log: (line) => void stage.say(`(server log) ${line}`),
+        },
+        'demo',
+      );
+      const client = new Client({ name: DEMO_AGENT, version: '1.0.0' });
+      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+      await Promise.all([server.connect(serverSide), client.connect(clientSide)]);
+      try {
+        // From here on the client checks every result against the tool's advertised output schema.
+        const { tools } = await client.listTools();
+        await stage.say(`an agent (${DEMO_AGENT}) connects to recon mcp: ${tools.map((t) => t.name).join(', ')}`);
+        const call = async (name: string, args: Record<string, unknown>) => {
+          const r = await client.callTool({ name, arguments: args });
+          const s = r.structuredContent as { state: string; message: string; next: string; sent?: boolean };
+          await stage.say(`${name} → ${s.state}${r.isError ? ' (refused)' : ''}: "${s.message}" next: ${s.next}`);
+          return s;
+        };
+
+        const proposed = await call('propose_action', {
+          provider: 'stripe',
+          action: 'refund',
+          operation_id: id,
+          payload: { payment_intent, amount: 1800, currency: 'usd', reason: 'requested_by_customer' },
+          client_reference: 'ord_1011',
+          reason: 'the customer returned the order',
+        });
+        await stage.check('1800 usd is within autoApprove (5000 usd): approved by policy', 'approved', proposed.state);
+
+        stripe.faults.inject({ kind: 'commit_then_drop' }, { idempotencyKey: id, times: 2 });
+        await stage.say('Stripe will commit the refund, then drop the connection (twice: the SDK retries once)');
+        const sentBefore = refundRequests(stripe);
+        const executed = await call('execute_action', { operation_id: id });
+        await stage.check(
+          'execute_action ends in outcome_unknown and says not to try again',
+          { state: 'outcome_unknown', told: true },
+          { state: executed.state, told: /Do not try again/.test(executed.message) },
+        );
+        const afterFirst = refundRequests(stripe);
+
+        await stage.say('the agent clicks again anyway (the second click)');
+        const again = await call('execute_action', { operation_id: id });
+        await stage.check(
+          'the second execute_action sends nothing: no new request reaches Stripe',
+          { sent: false, requests: afterFirst - sentBefore },
+          { sent: again.sent, requests: refundRequests(stripe) - sentBefore },
+        );
+
+        const checked = await call('check_action', { operation_id: id });
+        await stage.check('check_action finds the refund and confirms it', 'confirmed', checked.state);
+      } finally {
+        await client.close();
+        await server.close();
+      }
+      const op = await getOperation(ctx.db, id);
+      await stage.check(
+        'one attempt, confirmed, every call audited as mcp:support-agent',
+        { state: 'confirmed', attempt_count: 1, actor: `mcp:${DEMO_AGENT}` },
+        { state: op.state, attempt_count: op.attempt_count, actor: await lastActor(stage, id) },
+      );
+      await stage.ledger('refunds', 1, stripe.refunds({ payment_intent }).length);
+    },
+  };
+}
+
+function refundRequests(stripe: Stage['world']['stripe']): number {
+  return stripe.stats.byRoute['POST /v1/refunds'] ?? 0;
+}
+
+async function lastActor(stage: Stage, id: string): Promise<string | null> {
+  const r = await stage.world.ctx.db.query<{ actor: string }>(
+    'SELECT DISTINCT actor FROM recon.audit_events WHERE operation_id = $1',
+    [id],
+  );
+  return r.rows.length === 1 ? r.rows[0]!.actor : r.rows.map((x) => x.actor).join(', ');
+}

@@ -1,0 +1,230 @@
+/**
+ * Helpers for the `recon mcp` tests: the SDK's real Client connected to the built `bin/recon mcp`
+ * over stdio or Streamable HTTP, in a test world (sandboxes, config, store), and a transcript of
+ * what the client saw.
+ */
+import net from 'node:net';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { ChildProcess } from 'node:child_process';
+import { expect } from 'vitest';
+import { BIN, cleanEnv } from '../support/cli.js';
+import type { Backend } from '../support/backends.js';
+import type { World, WorldOptions } from '../support/world.js';
+import { startIncidentWorld } from './incidents-support.js';
+
+export const TOKEN = 'mcp-test-token-0123456789abcdef';
+
+/** A small refund is auto-approved; a larger one waits for a person. */
+export const AUTO_APPROVE = { maxAmount: 5000, currencies: ['usd'] };
+
+export function startMcpWorld(backend: Backend, stripe: WorldOptions['stripe'] = {}): Promise<World> {
+  return startIncidentWorld({ backend, stripe, stripeConfig: { autoApprove: AUTO_APPROVE } });
+}
+
+export function worldEnv(world: World, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    ...(cleanEnv({
+      STRIPE_API_KEY: world.stripe.apiKey,
+      STRIPE_WEBHOOK_SECRET: world.stripe.webhookSecret,
+      ...extra,
+    }) as Record<string, string>),
+  };
+}
+
+export interface Agent {
+  client: Client;
+  /** What the server wrote on stderr. */
+  stderr: () => string;
+  /** Every tool call and its result, in order, as the client saw them. */
+  transcript: { tool: string; args: Record<string, unknown>; result: any }[];
+  call(tool: string, args: Record<string, unknown>): Promise<any>;
+  close(): Promise<void>;
+}
+
+function agentOf(client: Client, stderr: () => string, close: () => Promise<void>): Agent {
+  const transcript: Agent['transcript'] = [];
+  return {
+    client,
+    stderr,
+    transcript,
+    async call(tool, args) {
+      const result = await client.callTool({ name: tool, arguments: args });
+      transcript.push({ tool, args, result });
+      return result;
+    },
+    close,
+  };
+}
+
+/** `recon mcp` over stdio, spawned by the SDK's StdioClientTransport, as an agent host does. */
+export async function stdioAgent(world: World, name = 'test-agent'): Promise<Agent> {
+  await world.release(); // the embedded store admits one process: the world's in-process commands let go
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [BIN, 'mcp'],
+    cwd: world.dir,
+    env: worldEnv(world),
+    stderr: 'pipe',
+  });
+  let err = '';
+  transport.stderr?.on('data', (d) => (err += d));
+  const client = new Client({ name, version: '1.0.0' });
+  await client.connect(transport);
+  // listTools caches each tool's outputSchema: from then on callTool validates structuredContent against it.
+  await client.listTools();
+  return agentOf(
+    client,
+    () => err,
+    () => client.close(),
+  );
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface HttpServer {
+  url: string;
+  child: ChildProcess;
+  stderr: () => string;
+  /** SIGTERM, then the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** `recon mcp --http` on a free port, started once its "serving" line is on stderr. */
+export async function startHttpServer(
+  world: World,
+  env: Record<string, string> = { RECON_MCP_TOKEN: TOKEN },
+): Promise<HttpServer> {
+  await world.release(); // the embedded store admits one process: the world's in-process commands let go
+  const port = await freePort();
+  const child = world.spawn(['mcp', '--http', '--port', String(port)], { env });
+  let err = '';
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`recon mcp --http did not start: ${err}`)), 60_000);
+    child.stderr!.on('data', (d) => {
+      err += d;
+      if (err.includes('serving http://')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`recon mcp --http exited ${code}: ${err}`));
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    child,
+    stderr: () => err,
+    async stop() {
+      child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+export async function httpAgent(server: HttpServer, name = 'http-agent', token = TOKEN): Promise<Agent> {
+  const transport = new StreamableHTTPClientTransport(new URL(server.url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  const client = new Client({ name, version: '1.0.0' });
+  await client.connect(transport);
+  await client.listTools();
+  return agentOf(client, server.stderr, () => client.close());
+}
+
+/** The sandbox's count of refund-creating requests: what reached the provider, dropped or not. */
+export function refundRequests(world: World): number {
+  return world.stripe.stats.byRoute['POST /v1/refunds'] ?? 0;
+}
+
+/** Checks the contract every single-operation result carries (SPEC §9). */
+export function expectAction(result: any, state: string | null): any {
+  const s = result.structuredContent;
+  expect(s, JSON.stringify(result)).toBeDefined();
+  expect(s).toEqual(
+    expect.objectContaining({
+      operation_id: expect.any(String),
+      state,
+      provider_txn_ids: expect.any(Array),
+      message: expect.any(String),
+      next: expect.any(String),
+    }),
+  );
+  // The text content is the same document.
+  expect(JSON.parse(result.content[0].text)).toEqual(s);
+  // A model that reads "failed" clicks again: only a failed operation may say it.
+  if (state !== 'failed') expect(result.content[0].text).not.toMatch(/fail/i);
+  return s;
+}
+
+export function refund(id: string, paymentIntent: string, amount: number) {
+  return {
+    provider: 'stripe',
+    action: 'refund',
+    operation_id: id,
+    payload: { payment_intent: paymentIntent, amount, currency: 'usd', reason: 'requested_by_customer' },
+    client_reference: id.replace(/^refund:/, ''),
+    reason: 'the customer returned the order',
+  };
+}
+
+/**
+ * The seed incident of SPEC §9 as an agent plays it: propose (auto-approved), execute into a refund
+ * Stripe commits before the connection drops (twice: stripe-node retries once with the same key),
+ * told not to retry; execute again sends nothing; check_action finds the refund. Returns the ledger.
+ */
+export async function playSeedIncident(world: World, agent: Agent, id: string, paymentIntent: string) {
+  const pi = { payment_intent: paymentIntent };
+
+  const proposed = expectAction(await agent.call('propose_action', refund(id, pi.payment_intent, 1500)), 'approved');
+  expect(proposed).toMatchObject({ created: true, approval: 'policy:autoApprove', next: 'execute_action' });
+
+  // Stripe commits the refund, then the connection drops; stripe-node's own same-key retry meets the same.
+  world.stripe.faults.inject({ kind: 'commit_then_drop' }, { times: 2 });
+  const executed = await agent.call('execute_action', { operation_id: id });
+  expect(executed.isError).toBeFalsy();
+  const e = expectAction(executed, 'outcome_unknown');
+  expect(e).toMatchObject({ sent: true, attempt: 1, next: 'check_action', provider_txn_ids: [] });
+  expect(e.message).toMatch(/may have done it/);
+  expect(e.message).toMatch(/Do not try again/);
+  expect(e.message).toMatch(/check_action/);
+  expect(world.stripe.faults.pending()).toBe(0);
+  const requestsAfterExecute = refundRequests(world);
+  expect(requestsAfterExecute).toBe(2); // the attempt and the SDK's retry, both with the operation's key
+  expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
+
+  // The second click: a status question, nothing reaches the provider.
+  const again = expectAction(await agent.call('execute_action', { operation_id: id }), 'outcome_unknown');
+  expect(again).toMatchObject({ sent: false, attempt_count: 1, next: 'check_action' });
+  expect(refundRequests(world)).toBe(requestsAfterExecute);
+
+  const checked = expectAction(await agent.call('check_action', { operation_id: id }), 'confirmed');
+  const ledger = world.stripe.refunds({ payment_intent: pi.payment_intent });
+  expect(ledger).toHaveLength(1);
+  expect(checked).toMatchObject({
+    checked: true,
+    next: 'none',
+    provider_txn_ids: [ledger[0]!.id],
+    decision: { decision: 'confirm', rule: 'found.confirmed' },
+  });
+  expect(refundRequests(world)).toBe(requestsAfterExecute);
+
+  const got = expectAction(await agent.call('get_action', { operation_id: id }), 'confirmed');
+  expect(got.attempts).toHaveLength(1);
+  expect(got.attempts[0]).toMatchObject({ number: 1, outcome: 'unknown' });
+
+  return ledger;
+}

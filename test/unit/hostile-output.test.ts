@@ -1,0 +1,41 @@
+/** The two output guards of issue 10: control characters escaped for terminals, secrets redacted everywhere. */
+import { afterEach, describe, expect, it } from 'vitest';
+import { printable } from '../../commands/support/terminal.js';
+import { clearSecrets, redact, redactDeep, registerSecret } from '../../src/config/redact.js';
+import { redactUrl } from '../../src/store/db.js';
+
+afterEach(() => clearSecrets());
+
+describe('printable', () => {
+  it('writes control characters as visible escapes and leaves ordinary text alone', () => {
+    expect(printable('ord_1042 café ✓')).toBe('ord_1042 café ✓');
+    expect(printable('a\u001b[2Jb')).toBe('a\\x1b[2Jb');
+    expect(printable('t\u001b]0;pwned\u0007')).toBe('t\\x1b]0;pwned\\x07');
+    expect(printable('l1\nl2\r\t\u0000\u007f\u009b')).toBe('l1\\nl2\\r\\t\\x00\\x7f\\x9b');
+    expect(printable('abc\u202edcba')).toBe('abc\\u202edcba');
+    expect(printable(null)).toBe('');
+  });
+});
+
+describe('redaction', () => {
+  it('hides a postgres URL password given as user:pw@ or ?password=', () => {
+    expect(redact('postgres://u:s3cret@h/db')).toBe('postgres://u:[redacted]@h/db');
+    expect(redact('postgres://u@h/db?sslmode=require&password=s3cret&x=1')).toBe(
+      'postgres://u@h/db?sslmode=require&password=[redacted]&x=1',
+    );
+    expect(redactUrl('postgres://u@h/db?password=s3cret')).not.toContain('s3cret');
+  });
+
+  it('redactDeep hides registered secrets in every string and key of a provider result, keeping Dates', () => {
+    registerSecret('tok_abcdef');
+    const created = new Date(0);
+    const out = redactDeep({
+      outcome: 'unknown',
+      provider_request_id: 'req_tok_abcdef',
+      txn: { created, raw: { headers: ['Bearer tok_abcdef'], ['k_tok_abcdef']: 1 } },
+    });
+    expect(JSON.stringify(out)).not.toContain('tok_abcdef');
+    expect(out.provider_request_id).toBe('req_[redacted]');
+    expect(out.txn.created).toBe(created);
+  });
+});
