@@ -1,15 +1,8 @@
 import { Command, CommanderError, Option } from 'commander';
-import { readFileSync } from 'node:fs';
 import { outcome } from '../commands/support/action.js';
 import { ReconError, UsageError } from '../src/errors.js';
 import { registerAll } from '../commands/index.js';
-
-function version(): string {
-  // dist/bin/main.js when built, bin/main.ts under the tests.
-  const up = import.meta.url.includes('/dist/bin/') ? '../../package.json' : '../package.json';
-  const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8'));
-  return pkg.version;
-}
+import { versionText } from './version.js';
 
 /** The program, with the command `argv` names loaded (every command with `all`). */
 export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {}): Promise<Command> {
@@ -17,7 +10,7 @@ export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {
     .description(
       'Reconcile side effects whose outcome is unknown: find out what the provider did, finish it exactly once.',
     )
-    .version(version(), '-V, --version')
+    .version(versionText(), '-V, --version')
     .option(
       '--db <url>',
       'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, the nearest .recon/ here or above)',

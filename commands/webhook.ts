@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
 import { ingestWebhook, type IngestResult } from '../src/core/webhooks.js';
 import { redact } from '../src/config/redact.js';
@@ -47,7 +48,7 @@ export function register(program: Command): void {
   webhook
     .command('serve')
     .description('receive provider webhooks over HTTP (POST /webhooks/PROVIDER, or / for the only webhook provider)')
-    .requiredOption('--port <n>', 'port to listen on', parsePositiveInt('--port'))
+    .requiredOption('--port <n>', 'port to listen on (0: any free port, printed on start)', parsePort)
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--provider <name>', 'provider for requests to / (default: the only provider with a webhook secret)')
     .option('--body-timeout <duration>', 'time allowed to receive a request body; slower gets 408', '10s')
@@ -60,6 +61,11 @@ export function register(program: Command): void {
         serve(opts, deps),
       ),
     );
+}
+
+/** A TCP port; 0 asks the system for a free one (what tests use: no port chosen then taken by another). */
+function parsePort(value: string): number {
+  return value === '0' ? 0 : parsePositiveInt('--port')(value);
 }
 
 function describe(r: IngestResult): string {
@@ -197,8 +203,9 @@ async function serve(
     server.once('error', reject);
     server.listen(opts.port, opts.host, () => resolve());
   });
-  info(deps.io, `listening on http://${opts.host}:${opts.port} (POST /webhooks/PROVIDER); Ctrl-C to stop`);
-  if (deps.globals.json) printJson(deps.io, { listening: `http://${opts.host}:${opts.port}` });
+  const { port } = server.address() as AddressInfo;
+  info(deps.io, `listening on http://${opts.host}:${port} (POST /webhooks/PROVIDER); Ctrl-C to stop`);
+  if (deps.globals.json) printJson(deps.io, { listening: `http://${opts.host}:${port}` });
   await new Promise<void>((resolve) => {
     const stop = () => server.close(() => resolve());
     process.once('SIGINT', stop);

@@ -55,7 +55,7 @@ async function audit(ctx: BenchContext, sandbox: StripeSandbox, expected: { refu
     );
     expectExit(r, 'recon audit duplicates', [8]);
     const out = JSON.parse(r.stdout) as { duplicates: unknown[]; scans: { pages: number; transactions: number }[] };
-    const scan = out.scans[0]!;
+    const scan = out.scans[0];
     if (scan.transactions !== expected.refunds || out.duplicates.length !== expected.duplicates) {
       throw new Error(
         `audit read ${scan.transactions} refunds (expected ${expected.refunds}), found ${out.duplicates.length} duplicates (expected ${expected.duplicates})`,

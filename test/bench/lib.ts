@@ -73,13 +73,7 @@ export interface Benchmark {
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
-export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; result: T }> {
-  const t0 = performance.now();
-  const result = await fn();
-  return { ms: performance.now() - t0, result };
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 export function round(x: number, digits = 2): number {
@@ -254,7 +248,7 @@ export function postgresCpuMs(pgUrl: string): number | null {
   if (!dir) return null;
   const pidFile = path.join(dir, 'data', 'postmaster.pid');
   if (!fs.existsSync(pidFile)) return null;
-  const pid = fs.readFileSync(pidFile, 'utf8').split('\n')[0]!.trim();
+  const pid = fs.readFileSync(pidFile, 'utf8').split('\n')[0].trim();
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // After "pid (comm) ", field 3 (state) is index 0: utime 14, stime 15, cutime 16, cstime 17 → 11..14.

@@ -38,7 +38,7 @@ function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {
   let quick = false;
   let only: string[] | null = null;
   for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
+    const a = argv[i];
     if (a === '--quick') quick = true;
     else if (a === '--only') only = (argv[++i] ?? '').split(',').filter(Boolean);
     else if (a.startsWith('--only=')) only = a.slice('--only='.length).split(',').filter(Boolean);
@@ -66,8 +66,8 @@ function table(rows: BenchRow[]): string {
     r.ratio === null || r.ratio === undefined ? '-' : `${r.ratio}×`,
     r.pass === null ? 'info' : r.pass ? 'PASS' : 'FAIL',
   ]);
-  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ');
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join(' | ');
   return [line(head), widths.map((w) => '-'.repeat(w)).join('-|-'), ...body.map(line)].join('\n');
 }
 
@@ -113,7 +113,7 @@ async function main(): Promise<void> {
       try {
         rows.push(...(await b.run(ctx)).map(withRatio));
       } catch (err) {
-        failures.push(`${b.name}: ${(err as Error).stack ?? err}`);
+        failures.push(`${b.name}: ${(err as Error).stack ?? String(err)}`);
         rows.push({
           bench: b.name,
           name: `${b.name}: did not complete`,

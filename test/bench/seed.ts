@@ -9,7 +9,7 @@ import type { Db } from '../../src/store/db.js';
 import type { LookupResult, Provider, ProviderCapabilities } from '../../src/types.js';
 import { payloadSql } from './lib.js';
 
-export const AMOUNT = 1000;
+const AMOUNT = 1000;
 
 export const opId = (prefix: string, i: number) => `op-${prefix}-${i}`;
 export const piId = (prefix: string, i: number) => `pi_${prefix}_${i}`;

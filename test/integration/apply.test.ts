@@ -114,7 +114,7 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
 
   async function count(table: string, where: string, params: unknown[]): Promise<number> {
     const r = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM recon.${table} WHERE ${where}`, params);
-    return Number(r.rows[0]!.n);
+    return Number(r.rows[0].n);
   }
 
   it('writes every item of a group on its own terms: a lost lease costs only its operation', async () => {
@@ -138,7 +138,7 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
     );
 
     expect(results.map((r) => r.ok)).toEqual([true, true, false]);
-    expect(!results[2]!.ok && results[2]!.error).toBeInstanceOf(LeaseLostError);
+    expect(!results[2].ok && results[2].error).toBeInstanceOf(LeaseLostError);
     expect(await findOperation(db, a)).toMatchObject({ state: 'confirmed', lease_owner: null, resolved_at: ms(1000) });
     expect(await findOperation(db, b)).toMatchObject({
       state: 'outcome_unknown',
@@ -236,7 +236,7 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
       ok: true,
       json: { id: a, decision: 'confirm', state: 'confirmed', provider_txn_ids: [`re_${a}`] },
     });
-    expect(results[1]!.ok).toBe(false);
+    expect(results[1].ok).toBe(false);
     expect((await findOperation(db, a))!.state).toBe('confirmed');
     expect(await findOperation(db, b)).toMatchObject({ state: 'outcome_unknown', lease_owner: 'W' });
     expect(await count('observations', 'operation_id = $1', [b])).toBe(0);
@@ -256,7 +256,7 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
       shared.provider_id,
     ]);
     expect(owners.rows).toEqual([{ operation_id: a }]);
-    expect(results[1]!.ok && results[1]!.json.explanation).toContain(`${shared.provider_id} is already linked to ${a}`);
+    expect(results[1].ok && results[1].json.explanation).toContain(`${shared.provider_id} is already linked to ${a}`);
     expect((await verifyChains(db)).ok).toBe(true);
   });
 
@@ -302,7 +302,7 @@ describe.each(backends)('migration 0003 on $name', (backend) => {
     try {
       for (const f of fs.readdirSync(migrationsDir()).filter((f) => f < '0003'))
         fs.copyFileSync(path.join(migrationsDir(), f), path.join(dir, f));
-      const db = await openStore(await backend.url(), { autoMigrate: false, requireCurrent: false });
+      const db = await openStore(await backend.emptyUrl(), { autoMigrate: false, requireCurrent: false });
       try {
         await migrate(db, { dir });
         await db.query(

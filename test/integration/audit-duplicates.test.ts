@@ -12,7 +12,7 @@ import { createProvider } from '../../src/providers/index.js';
 import type { Db } from '../../src/store/db.js';
 import type { ListRange, Provider, ProviderTxn } from '../../src/types.js';
 import { backends, removeTempStores, type Backend } from '../support/backends.js';
-import type { CliResult } from '../support/cli.js';
+import type { CliResult, JsonDoc } from '../support/cli.js';
 import { startWorld, type World } from '../support/world.js';
 
 const DAY = 86_400;
@@ -57,9 +57,9 @@ function expectExit(r: CliResult, code: number): CliResult {
 }
 
 /** The reported groups as key → sorted transaction ids: what an auditor reads. */
-function groupsOf(json: any): Record<string, string[]> {
+function groupsOf(json: JsonDoc): Record<string, string[]> {
   return Object.fromEntries(
-    json.duplicates.map((d: any) => [d.key, d.transactions.map((t: any) => t.provider_id).sort()]),
+    json.duplicates.map((d: JsonDoc) => [d.key, d.transactions.map((t: JsonDoc) => t.provider_id).sort()]),
   );
 }
 
@@ -70,7 +70,7 @@ function parseCsv(text: string): string[][] {
   let cell = '';
   let quoted = false;
   for (let i = 0; i < text.length; i++) {
-    const c = text[i]!;
+    const c = text[i];
     if (quoted) {
       if (c === '"' && text[i + 1] === '"') [cell, i] = [cell + '"', i + 1];
       else if (c === '"') quoted = false;
@@ -106,7 +106,7 @@ function seedBackground(
           ? { recon_operation_id: `bg_op_${o.seed}_${i}`, recon_client_reference: `bg_order_${o.seed}_${i}` }
           : {};
     world.stripe.seedRefund({
-      charge: charges[i % o.charges]!,
+      charge: charges[i % o.charges],
       amount: 100_000 + i,
       currency: 'usd',
       metadata,
@@ -136,7 +136,7 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
         metadata: r.metadata ?? {},
         created: nowSec - r.ago,
       }).id;
-      return ids[name]!;
+      return ids[name];
     };
     // (a) one operation, two refunds (the retry that was not deduplicated).
     plant('A1', { amount: 5001, metadata: { recon_operation_id: 'op_dup_a' }, ago: 40 * DAY });
@@ -190,7 +190,7 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
       metadata: { recon_client_reference: 'order_legit', recon_operation_id: 'op_r2' },
       ago: 70 * DAY - 60,
     });
-    const sorted = (...names: string[]) => names.map((n) => ids[n]!).sort();
+    const sorted = (...names: string[]) => names.map((n) => ids[n]).sort();
     expected = {
       'operation_id:op_dup_a': sorted('A1', 'A2'),
       'client_reference:order_dup_b': sorted('B1', 'B2'),
@@ -214,7 +214,7 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
     const r = expectExit(await world.recon(['audit', 'duplicates', '--json']), 8);
 
     expect(groupsOf(r.json)).toEqual(expected);
-    const a = r.json.duplicates.find((d: any) => d.key === 'operation_id:op_dup_a');
+    const a = r.json.duplicates.find((d: JsonDoc) => d.key === 'operation_id:op_dup_a');
     expect(a).toMatchObject({
       provider: 'stripe',
       kind: 'operation_id',
@@ -240,12 +240,12 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
     expect(body).toHaveLength(total);
     for (const row of body) expect(row).toHaveLength(CSV_HEAD.length);
     const byKey: Record<string, string[]> = {};
-    for (const row of body) (byKey[row[2]!] ??= []).push(row[3]!);
-    for (const k of Object.keys(byKey)) byKey[k]!.sort();
+    for (const row of body) (byKey[row[2]] ??= []).push(row[3]);
+    for (const k of Object.keys(byKey)) byKey[k].sort();
     expect(byKey).toEqual(expected);
     const c1 = body.find((row) => row[3] === ids.C1)!;
     expect(c1.slice(4, 7)).toEqual(['4242', 'usd', 'succeeded']);
-    expect(Number.isNaN(Date.parse(c1[7]!))).toBe(false);
+    expect(Number.isNaN(Date.parse(c1[7]))).toBe(false);
   });
 
   it('--window 10m keeps the 5-minute pairs and drops the 30-minute one', async () => {
@@ -273,7 +273,7 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
         for await (const txn of stripe.list!({ ...range, onPage: (p) => ((newPage = p.page), range.onPage?.(p)) })) {
           if (newPage) {
             const n = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.ledger_index');
-            indexedAtPage[newPage] = Number(n.rows[0]!.n);
+            indexedAtPage[newPage] = Number(n.rows[0].n);
             newPage = 0;
           }
           yield txn;
@@ -293,7 +293,7 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
         expect(indexedAtPage[page]).toBeGreaterThanOrEqual(read - 500);
       }
       const end = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.ledger_index');
-      expect(Number(end.rows[0]!.n)).toBe(total);
+      expect(Number(end.rows[0].n)).toBe(total);
     } finally {
       await db.close();
       await stripe.close?.();
@@ -326,18 +326,18 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
     expect(refunds).toHaveLength(2);
 
     const r = expectExit(await world.recon(['audit', 'duplicates', '--json']), 8);
-    const known = r.json.duplicates.find((d: any) => d.key === `operation_id:${op.id}`);
-    expect(known.transactions.map((t: any) => t.provider_id).sort()).toEqual(refunds.map((x) => x.id).sort());
-    expect(known.transactions.map((t: any) => t.provider_id)).toContain(manual.id);
+    const known = r.json.duplicates.find((d: JsonDoc) => d.key === `operation_id:${op.id}`);
+    expect(known.transactions.map((t: JsonDoc) => t.provider_id).sort()).toEqual(refunds.map((x) => x.id).sort());
+    expect(known.transactions.map((t: JsonDoc) => t.provider_id)).toContain(manual.id);
     expect(known.recon_knows).toBe(true);
-    expect(known.transactions.every((t: any) => t.recon_operation === op.id && t.recon_state === 'needs_review')).toBe(
-      true,
-    );
+    expect(
+      known.transactions.every((t: JsonDoc) => t.recon_operation === op.id && t.recon_state === 'needs_review'),
+    ).toBe(true);
     // The same-charge pair of those two refunds is the same finding, not a second one; the old ones stay unknown to recon.
     expect(
       r.json.duplicates
-        .filter((d: any) => d.key !== `operation_id:${op.id}`)
-        .every((d: any) => d.recon_knows === false),
+        .filter((d: JsonDoc) => d.key !== `operation_id:${op.id}`)
+        .every((d: JsonDoc) => d.recon_knows === false),
     ).toBe(true);
     expect(groupsOf(r.json)).toEqual({ ...expected, [`operation_id:${op.id}`]: refunds.map((x) => x.id).sort() });
   });
@@ -473,12 +473,12 @@ describe.each(backends)('audit duplicates over the warehouse http provider on $n
     expect(groupsOf(r.json)).toEqual({ 'client_reference:order_w_dup': [a.id, b.id].sort() });
     expect(r.json.scans).toEqual([expect.objectContaining({ provider: 'warehouse', transactions: 252, pages: 3 })]);
     expect(world.warehouse!.stats.listPages).toBe(3);
-    expect(r.json.duplicates[0].transactions.map((t: any) => t.created)).toEqual([
+    expect(r.json.duplicates[0].transactions.map((t: JsonDoc) => t.created)).toEqual([
       new Date(a.created * 1000).toISOString(),
       new Date(b.created * 1000).toISOString(),
     ]);
     // Without --provider, every provider that can list is audited: the empty Stripe ledger too.
     const all = expectExit(await world.recon(['audit', 'duplicates', '--json']), 8);
-    expect(all.json.scans.map((s: any) => s.provider).sort()).toEqual(['stripe', 'warehouse']);
+    expect(all.json.scans.map((s: JsonDoc) => s.provider).sort()).toEqual(['stripe', 'warehouse']);
   });
 });

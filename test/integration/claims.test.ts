@@ -103,7 +103,7 @@ describe.runIf(postgres)('claims on PostgreSQL from several processes', () => {
       const done = new Promise<{ owner: string; batches: number; claimed: string[] }>((resolve, reject) => {
         child.on('close', (code) => {
           if (code !== 0) return reject(new Error(`worker ${i} exited ${code}: ${stderr}`));
-          resolve(JSON.parse(stdout.split('\n')[1]!));
+          resolve(JSON.parse(stdout.split('\n')[1]));
         });
       });
       return { child, ready, done };

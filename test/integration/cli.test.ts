@@ -1,7 +1,10 @@
 /**
- * The command-line contract of SPEC §7, through the built CLI as a child process: help and
- * examples, exit codes, one-line errors naming the field with nothing written, `--json` as one
- * document, no colour off a TTY, the embedded store's lock, and secrets never printed.
+ * The command-line contract of SPEC §7: help and examples, exit codes, one-line errors naming the
+ * field with nothing written, `--json` as one document, no colour off a TTY, the embedded store's
+ * lock, and secrets never printed. Commands run in process (test/support/in-process.ts: the same
+ * main(), commander and error mapping as the binary); the built binary runs as a child process
+ * where a real process is the point: `--version`'s fast path, exit codes as the shell sees them,
+ * colour decided from the process's environment, a TTY, the lock held by another process.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -12,8 +15,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import { openStore } from '../../src/store/open.js';
-import { backends, removeTempStores } from '../support/backends.js';
-import { BIN, cleanEnv, recon, ROOT, type CliOptions, type CliResult } from '../support/cli.js';
+import { backends, embeddedBackend, removeTempStores } from '../support/backends.js';
+import { BIN, cleanEnv, recon, ROOT, type CliOptions, type CliResult, type JsonDoc } from '../support/cli.js';
+import { runInProcess } from '../support/in-process.js';
 
 const ESC = '\u001b';
 const tempDirs: string[] = [];
@@ -43,7 +47,7 @@ function errorLines(r: CliResult): string[] {
 }
 
 /** stdout holds exactly one JSON document and nothing else. */
-function oneJsonDocument(r: CliResult): any {
+function oneJsonDocument(r: CliResult): JsonDoc {
   expect(r.stdout.trim(), `stdout of a --json command (stderr: ${r.stderr})`).not.toBe('');
   return JSON.parse(r.stdout);
 }
@@ -54,9 +58,18 @@ describe('help and version', () => {
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/^Usage: recon /);
     expect(help.stdout).toMatch(/Exit codes:/);
-    const version = await recon(['--version']);
-    expect(version.code).toBe(0);
-    expect(version.stdout.trim()).toBe(JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version);
+    // bin/recon's fast path, and commander's answer when --version comes with other flags: the
+    // package version, the store schema this binary expects, the Node version.
+    const pkgVersion = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version;
+    const latest = Math.max(
+      ...fs.readdirSync(path.join(ROOT, 'src', 'store', 'migrations')).map((f) => Number(/^(\d+)_/.exec(f)?.[1] ?? 0)),
+    );
+    const expected = `recon ${pkgVersion}\nstore schema ${latest}\nnode ${process.version}\n`;
+    for (const args of [['--version'], ['-V'], ['--version', '--no-color']]) {
+      const version = await recon(args);
+      expect(version.code, args.join(' ')).toBe(0);
+      expect(version.stdout, args.join(' ')).toBe(expected);
+    }
   });
 
   function subcommands(helpText: string): string[] {
@@ -65,8 +78,8 @@ describe('help and version', () => {
     const names: string[] = [];
     for (const line of section.split('\n')) {
       if (/^\S/.test(line)) break; // the next section ("Examples:")
-      const m = /^  (\S+)/.exec(line);
-      if (m && m[1] !== 'help') names.push(m[1]!);
+      const m = /^ {2}(\S+)/.exec(line);
+      if (m && m[1] !== 'help') names.push(m[1]);
     }
     return names;
   }
@@ -74,7 +87,7 @@ describe('help and version', () => {
   it('every command and command group has --help with an example', async () => {
     const seen: string[] = [];
     const walk = async (cmd: string[]): Promise<void> => {
-      const r = await recon([...cmd, '--help']);
+      const r = await runInProcess([...cmd, '--help']);
       expect(r.code, `recon ${cmd.join(' ')} --help: ${r.stderr}`).toBe(0);
       if (cmd.length) {
         seen.push(cmd.join(' '));
@@ -121,16 +134,17 @@ describe('help and version', () => {
 
   it('an unknown flag is a usage error (exit 2) naming the flag', async () => {
     for (const args of [['--bogus'], ['ops', 'list', '--bogus'], ['run', '--frobnicate', '1']]) {
-      const r = await recon(args);
+      const r = await runInProcess(args);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toContain(args.find((a) => a.startsWith('--'))!);
       expect(r.stdout).toBe('');
     }
   });
 
-  it('an unknown command is a usage error', async () => {
+  it('an unknown command is a usage error, as the shell sees the real binary exit', async () => {
     const r = await recon(['frobnicate']);
     expect(r.code).toBe(2);
+    expect(r.stderr).toContain('frobnicate');
   });
 });
 
@@ -150,8 +164,8 @@ describe('the CLI against a store and a Stripe sandbox', () => {
     sandbox = await startStripeSandbox();
     dir = tempDir();
     // PostgreSQL opens in milliseconds; a fresh embedded store takes seconds per process.
-    const backend = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
-    storeUrl = await backend.url();
+    const backend = backends.find((b) => b.name === 'postgres') ?? backends[0];
+    storeUrl = await backend.migratedUrl();
     fs.writeFileSync(
       path.join(dir, 'recon.config.json'),
       JSON.stringify({
@@ -159,7 +173,8 @@ describe('the CLI against a store and a Stripe sandbox', () => {
         providers: { stripe: { type: 'stripe', apiKey: '${STRIPE_API_KEY}', apiBase: sandbox.url } },
       }),
     );
-    cli = (args, opts = {}) => recon(args, { cwd: dir, ...opts, env: { STRIPE_API_KEY: sandbox.apiKey, ...opts.env } });
+    cli = (args, opts = {}) =>
+      runInProcess(args, { cwd: dir, ...opts, env: { STRIPE_API_KEY: sandbox.apiKey, ...opts.env } });
   });
   afterAll(async () => {
     await sandbox?.close();
@@ -213,7 +228,7 @@ describe('the CLI against a store and a Stripe sandbox', () => {
       const lines = errorLines(r);
       expect(lines, r.stderr).toHaveLength(1);
       expect(lines[0]).toMatch(message);
-      expect(lines[0]!.length).toBeLessThan(600);
+      expect(lines[0].length).toBeLessThan(600);
     });
 
     it('with --json the error is one JSON document with the exit code', async () => {
@@ -267,7 +282,7 @@ describe('the CLI against a store and a Stripe sandbox', () => {
     expect(errorLines(twice)).toHaveLength(1);
     const shown = oneJsonDocument(await cli(['ops', 'show', 'cli_appr', '--json']));
     expect(shown.operation.approval).toBe('TICKET-7');
-    expect(shown.events.map((e: any) => e.kind)).toEqual(['recorded', 'approved']);
+    expect(shown.events.map((e: { kind: string }) => e.kind)).toEqual(['recorded', 'approved']);
   });
 
   it.each<[string, string[], number]>([
@@ -321,7 +336,8 @@ describe('the CLI against a store and a Stripe sandbox', () => {
       ['ops', 'show', 'missing'],
       ['ops', 'list', '--state', 'bogus'],
     ]) {
-      const r = await cli(args, { env });
+      // A child process: chalk decides colour support from the real process's environment.
+      const r = await recon(args, { cwd: dir, env: { STRIPE_API_KEY: sandbox.apiKey, ...env } });
       expect(r.stdout + r.stderr, args.join(' ')).not.toContain(ESC);
     }
   });
@@ -372,11 +388,11 @@ describe('the CLI against a store and a Stripe sandbox', () => {
 
 describe.each(backends)('ops record → list → show on $name', (backend) => {
   it('works with --db URL and no config store', async () => {
-    const url = await backend.url();
+    const url = await backend.migratedUrl();
     const dir = tempDir();
     const env = { STRIPE_API_KEY: 'sk_test_unused' };
     const op = refund('flow:1', { client_reference: 'ord_flow', subject: { customer: 'cus_1' } });
-    const rec = await recon(['--db', url, 'ops', 'record', '-', '--json'], {
+    const rec = await runInProcess(['--db', url, 'ops', 'record', '-', '--json'], {
       cwd: dir,
       env,
       input: JSON.stringify(op),
@@ -384,7 +400,7 @@ describe.each(backends)('ops record → list → show on $name', (backend) => {
     expect(rec.code, rec.stderr).toBe(0);
     expect(oneJsonDocument(rec)).toEqual({ operations: [{ id: 'flow:1', state: 'proposed', created: true }] });
 
-    const list = await recon(['--db', url, 'ops', 'list', '--json'], { cwd: dir, env });
+    const list = await runInProcess(['--db', url, 'ops', 'list', '--json'], { cwd: dir, env });
     expect(list.code, list.stderr).toBe(0);
     const ops = oneJsonDocument(list).operations;
     expect(ops).toHaveLength(1);
@@ -403,7 +419,7 @@ describe.each(backends)('ops record → list → show on $name', (backend) => {
     });
     expect(Date.parse(ops[0].created_at)).not.toBeNaN();
 
-    const show = await recon(['--db', url, 'ops', 'show', 'flow:1', '--json'], { cwd: dir, env });
+    const show = await runInProcess(['--db', url, 'ops', 'show', 'flow:1', '--json'], { cwd: dir, env });
     expect(show.code, show.stderr).toBe(0);
     const detail = oneJsonDocument(show);
     expect(Object.keys(detail).sort()).toEqual([
@@ -416,7 +432,7 @@ describe.each(backends)('ops record → list → show on $name', (backend) => {
     expect(detail.operation).toMatchObject({ id: 'flow:1', state: 'proposed' });
     expect(detail.events).toHaveLength(1);
 
-    const human = await recon(['--db', url, 'ops', 'show', 'flow:1'], { cwd: dir, env });
+    const human = await runInProcess(['--db', url, 'ops', 'show', 'flow:1'], { cwd: dir, env });
     expect(human.code).toBe(0);
     expect(human.stdout).toContain('flow:1');
     expect(human.stdout).toContain('recorded');
@@ -428,7 +444,7 @@ describe.each(backends)('ops record → list → show on $name', (backend) => {
 describe('recon init', () => {
   it('in an empty folder writes recon.config.json and migrates the default store; later commands work', async () => {
     const dir = tempDir();
-    const r = await recon(['init', '--json'], { cwd: dir });
+    const r = await runInProcess(['init', '--json'], { cwd: dir });
     expect(r.code, r.stderr).toBe(0);
     const doc = oneJsonDocument(r);
     expect(doc).toMatchObject({ config_written: true, schema_version: expect.any(Number) });
@@ -437,26 +453,27 @@ describe('recon init', () => {
     expect(fs.existsSync(path.join(dir, '.recon', 'db'))).toBe(true);
 
     const env = { STRIPE_API_KEY: 'sk_test_x' };
-    const status = await recon(['db', 'status', '--json'], { cwd: dir, env });
+    const status = await runInProcess(['db', 'status', '--json'], { cwd: dir, env });
     expect(status.code, status.stderr).toBe(0);
     expect(oneJsonDocument(status)).toMatchObject({ schema_version: doc.schema_version, pending_migrations: [] });
-    const rec = await recon(['ops', 'record', '-', '--json'], {
+    const rec = await runInProcess(['ops', 'record', '-', '--json'], {
       cwd: dir,
       env,
       input: JSON.stringify(refund('init_1')),
     });
     expect(rec.code, rec.stderr).toBe(0);
 
-    const again = await recon(['init', '--json'], { cwd: dir, env });
+    const again = await runInProcess(['init', '--json'], { cwd: dir, env });
     expect(again.code, again.stderr).toBe(0);
     expect(oneJsonDocument(again)).toMatchObject({ config_written: false, applied: [] });
   });
 
   it('migrates the store the existing config names', async () => {
     const dir = tempDir();
-    const storeDir = path.join(tempDir(), 'db');
+    // A store without recon's schema (initdb done: that part is PGlite's, and takes seconds).
+    const storeDir = (await embeddedBackend.emptyUrl()).slice('pglite:'.length);
     fs.writeFileSync(path.join(dir, 'recon.config.json'), JSON.stringify({ db: `pglite:${storeDir}`, providers: {} }));
-    const r = await recon(['init', '--json'], { cwd: dir });
+    const r = await runInProcess(['init', '--json'], { cwd: dir });
     expect(r.code, r.stderr).toBe(0);
     expect(oneJsonDocument(r)).toMatchObject({ config_written: false, store: `pglite:${storeDir}` });
     expect(fs.existsSync(storeDir)).toBe(true);
@@ -467,7 +484,7 @@ describe('recon init', () => {
 describe('the embedded store lock', () => {
   it('a second process gets exit 6 naming the holder while one holds the store', async () => {
     const dir = tempDir();
-    const url = `pglite:${path.join(dir, 'db')}`;
+    const url = await embeddedBackend.migratedUrl();
     const db = await openStore(url);
     try {
       const r = await recon(['--db', url, 'ops', 'list', '--json'], { cwd: dir });
@@ -510,8 +527,8 @@ describe('secrets are never printed', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as AddressInfo).port;
     dir = tempDir();
-    const backend = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
-    storeUrl = await backend.url();
+    const backend = backends.find((b) => b.name === 'postgres') ?? backends[0];
+    storeUrl = await backend.migratedUrl();
     fs.writeFileSync(
       path.join(dir, 'recon.config.json'),
       JSON.stringify({
@@ -522,7 +539,7 @@ describe('secrets are never printed', () => {
       }),
     );
     const ids = ['sec_1', 'sec_2', 'sec_s0', 'sec_s1', 'sec_j0', 'sec_j1'];
-    const rec = await recon(['ops', 'record', '-'], {
+    const rec = await runInProcess(['ops', 'record', '-'], {
       cwd: dir,
       input: ndjson(...ids.map((id) => refund(id, { approval: 'T' }))),
     });
@@ -554,7 +571,7 @@ describe('secrets are never printed', () => {
       await before_?.();
       const args = argsFor(n);
       const before = hits;
-      const r = await recon(args, { cwd: dir, env });
+      const r = await runInProcess(args, { cwd: dir, env });
       expect(hits, `${args.join(' ')} reached the provider`).toBeGreaterThan(before);
       expect(r.stdout + r.stderr).not.toContain('SECRET123');
       // An error that reached bin/main.ts: with DEBUG its stack was printed too.
@@ -568,14 +585,14 @@ describe('secrets are never printed', () => {
       ['lookup', '--client-ref', 'ord_x', '--provider', 'stripe'],
       ['audit', 'duplicates', '--json'],
     ]) {
-      const r = await recon(args, { cwd: dir });
+      const r = await runInProcess(args, { cwd: dir });
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(5);
     }
   });
 
   it('not in what was stored either', async () => {
     for (const id of ['sec_s0', 'sec_s1', 'sec_j0']) {
-      const r = await recon(['ops', 'show', id, '--json'], { cwd: dir });
+      const r = await runInProcess(['ops', 'show', id, '--json'], { cwd: dir });
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout).not.toContain('SECRET123');
     }

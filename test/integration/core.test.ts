@@ -34,7 +34,7 @@ function input(id: string, over: Partial<Record<string, unknown>> = {}): Operati
 
 async function count(q: Queryable, table: string, where = 'true', params: unknown[] = []): Promise<number> {
   const r = await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM recon.${table} WHERE ${where}`, params);
-  return Number(r.rows[0]!.n);
+  return Number(r.rows[0].n);
 }
 
 async function setState(db: Db, id: string, state: State): Promise<void> {
@@ -198,7 +198,7 @@ describe.each(backends)('operations core on $name', (backend) => {
         [1, 'recorded', null, 'proposed', 'record.proposed'],
         [2, 'approved', 'proposed', 'approved', 'human.approval'],
       ]);
-      expect(events[1]!.detail).toEqual({ approval: 'TICKET-9' });
+      expect(events[1].detail).toEqual({ approval: 'TICKET-9' });
     });
 
     it('refuses to approve an approved operation and writes nothing', async () => {
@@ -272,8 +272,8 @@ describe.each(backends)('operations core on $name', (backend) => {
         'pending',
         'needs_review',
       ]);
-      expect(events[4]!.detail).toEqual({ i: 3, review_reason: 'duplicate' });
-      for (let i = 1; i < events.length; i++) expect(events[i]!.prev_hash).toBe(events[i - 1]!.hash);
+      expect(events[4].detail).toEqual({ i: 3, review_reason: 'duplicate' });
+      for (let i = 1; i < events.length; i++) expect(events[i].prev_hash).toBe(events[i - 1].hash);
       expect((await verifyChains(db)).ok).toBe(true);
     });
 
@@ -492,7 +492,7 @@ describe.each(backends)('operations core on $name', (backend) => {
 
     it('finds an edit that also recomputed the row hash, at the next link', async () => {
       const events = await eventsOf(db, 'op_b');
-      const forged = { ...events[1]!, actor: 'mallory' };
+      const forged = { ...events[1], actor: 'mallory' };
       const hash = eventHash(forged.prev_hash, forged);
       await tamper(
         `UPDATE recon.audit_events SET actor = 'mallory', hash = '${hash}' WHERE operation_id = 'op_b' AND seq = 2`,
@@ -537,7 +537,7 @@ describe.each(backends)('operations core on $name', (backend) => {
     const explaining: Queryable = {
       async query(sql, params) {
         const r = await db.query('EXPLAIN ' + sql, params);
-        plans.push(r.rows.map((row: any) => row['QUERY PLAN']).join('\n'));
+        plans.push(r.rows.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n'));
         return { rows: [], rowCount: 0 };
       },
     };

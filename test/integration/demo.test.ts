@@ -1,14 +1,16 @@
 /**
  * `recon demo` is also a smoke test of recon: it plays incidents 1, 2, 3, 5, 6 and 9, and the agent's
  * afternoon (11, an agent through recon mcp), against the in-process sandboxes and checks each
- * claim against the store and the provider's ledger. These tests run the built CLI as a user would,
- * in an empty folder, with a store variable set that the demo must not use.
+ * claim against the store and the provider's ledger. The `--json` test runs the built CLI as a user
+ * would, the human one runs it in process; both in an empty folder, with a store variable set that
+ * the demo must not use.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { recon } from '../support/cli.js';
+import { runInProcess } from '../support/in-process.js';
 
 const EXPECTED_LEDGERS: Record<number, Record<string, number>> = {
   1: { refunds: 1 },
@@ -62,11 +64,11 @@ describe('recon demo', () => {
     'human output: the steps, the ops list before and after the run, incident 1 timeline and the duplicate audit',
     { timeout: 150_000 },
     async () => {
-      const r = await run(['demo']);
+      const r = await runInProcess(['demo'], { cwd: dir, env: { RECON_DB: `pglite:${decoy}` } });
       expect(r.code, r.stderr).toBe(0);
       const out = r.stdout;
       // No colour: NO_COLOR is set and stdout is not a terminal.
-      expect(out).not.toMatch(/\u001b\[/);
+      expect(out).not.toContain('\u001b[');
       for (const n of [1, 2, 3, 5, 6, 9, 11]) expect(out).toContain(`[${n}]`);
 
       const before = section(out, 'recon ops list (before recon run)');

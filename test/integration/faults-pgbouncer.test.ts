@@ -76,6 +76,7 @@ describe('behind PgBouncer (pool_mode = transaction)', () => {
       name: 'postgres',
       url: async () => bouncer.url,
       migratedUrl: async () => bouncer.url,
+      emptyUrl: async () => bouncer.url,
       open: () => openStore(bouncer.url),
     };
     world = await startWorld({ backend: viaBouncer });
@@ -118,9 +119,10 @@ describe('behind PgBouncer (pool_mode = transaction)', () => {
       try {
         await gate.transaction(async (tx) => {
           await tx.query('LOCK TABLE recon.operations IN SHARE MODE');
+          // Processes: workers of several hosts (in-process commands run one at a time).
           workers = Promise.all(
             Array.from({ length: WORKERS }, () =>
-              w.recon(['run', '--json', '--limit', String(N / WORKERS)], { timeoutMs: 120_000 }),
+              w.reconProcess(['run', '--json', '--limit', String(N / WORKERS)], { timeoutMs: 120_000 }),
             ),
           );
           // Asked on another connection: pg_stat_activity is a snapshot for the rest of a transaction.

@@ -33,6 +33,7 @@ describe('PostgreSQL lost mid-run', () => {
       name: 'postgres',
       url: () => createDatabase(server!.url),
       migratedUrl: () => createDatabase(server!.url),
+      emptyUrl: () => createDatabase(server!.url),
       open: async () => openStore(await createDatabase(server!.url)),
     };
     // Slow lookups and one in flight at a time, so the pass is still running when the server dies.

@@ -12,7 +12,7 @@ import { backends, removeTempStores } from '../support/backends.js';
 import { startWorld, type World } from '../support/world.js';
 import { expectExit, refundOp } from './incidents-support.js';
 
-const backend = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
+const backend = backends.find((b) => b.name === 'postgres') ?? backends[0];
 let world: World;
 let pi: string;
 
@@ -70,6 +70,7 @@ describe('hostile operation input', () => {
   it('stored text with terminal escapes (an older row, provider data) is printed escaped by ops show and ops list', async () => {
     expectExit(await world.record([refundOp('refund:ansi', pi, 100)]), 0);
     // Rows written before validation refused control characters, or by another tool.
+    await world.release(); // the embedded store admits one open instance at a time
     const db = await openStore(world.storeUrl);
     try {
       await db.query(`UPDATE recon.operations SET client_reference = $1, review_reason = $2 WHERE id = 'refund:ansi'`, [

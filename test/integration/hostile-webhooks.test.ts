@@ -11,21 +11,13 @@ import { collect, type CliResult } from '../support/cli.js';
 import { startWorld, type World } from '../support/world.js';
 import { sleep } from './incidents-support.js';
 
-const backend = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
+const backend = backends.find((b) => b.name === 'postgres') ?? backends[0];
 
 let world: World;
 let port: number;
 let server: ReturnType<World['spawn']>;
 let exited: Promise<CliResult>;
 let stderr = '';
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const { port } = s.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
 
 /** Sends raw bytes and returns the status line's code (or 'closed' when the server hung up without one). */
 function rawRequest(
@@ -45,7 +37,7 @@ function rawRequest(
       socket.destroy();
       done();
     }, waitMs);
-    socket.on('data', (d) => (text += d));
+    socket.on('data', (d: Buffer) => (text += d.toString()));
     socket.on('error', () => undefined);
     socket.on('close', () => {
       clearTimeout(timer);
@@ -60,12 +52,13 @@ function rawRequest(
 
 beforeAll(async () => {
   world = await startWorld({ backend });
-  port = await freePort();
-  server = world.spawn(['webhook', 'serve', '--port', String(port), '--provider', 'stripe', '--body-timeout', '1s']);
+  // Port 0: the server takes a free port and prints it (no port picked here and taken meanwhile).
+  server = world.spawn(['webhook', 'serve', '--port', '0', '--provider', 'stripe', '--body-timeout', '1s']);
   exited = collect(server);
   server.stderr!.on('data', (d) => (stderr += d));
   for (let i = 0; i < 600 && !stderr.includes('listening on'); i++) await sleep(25);
   expect(stderr).toContain('listening on');
+  port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1]);
 });
 
 afterAll(async () => {

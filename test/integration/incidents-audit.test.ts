@@ -4,7 +4,6 @@
  * when changed behind the trigger's back, found by `recon audit verify`.
  */
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { openStore } from '../../src/store/open.js';
 import { backends, removeTempStores } from '../support/backends.js';
 import type { World } from '../support/world.js';
 import {
@@ -100,11 +99,11 @@ describe.each(backends)('incidents found by audits, store on $name', (backend) =
     const intact = expectExit(await world.recon(['audit', 'verify', '--json']), 0).json;
     expect(intact).toMatchObject({ ok: true, operations_checked: 2, broken: [] });
 
-    // Every CLI process has exited: the embedded store may be opened here (one process at a time).
-    const db = await openStore(world.storeUrl);
+    // The world's store, as every command of the world sees it (PGlite: one open instance at a time).
+    const db = await world.db();
     try {
       const count = async () =>
-        Number((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_events')).rows[0]!.n);
+        Number((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_events')).rows[0].n);
       const before = await count();
       await expect(
         db.query(
@@ -127,7 +126,7 @@ describe.each(backends)('incidents found by audits, store on $name', (backend) =
       await db.query('ALTER TABLE recon.audit_events ENABLE TRIGGER USER');
       await expect(db.query('DELETE FROM recon.audit_events')).rejects.toThrow(/append-only/);
     } finally {
-      await db.close();
+      await world.release();
     }
 
     const verify = expectExit(await world.recon(['audit', 'verify', '--json']), 4).json;

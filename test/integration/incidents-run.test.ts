@@ -3,7 +3,6 @@
  * delivered twice (through `webhook ingest` and `webhook serve`), and two `recon run` workers
  * against one PostgreSQL. Each asserts on the provider's ledger and the CLI's `--json`.
  */
-import net from 'node:net';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { submitOperation } from '../../src/core/submit.js';
@@ -30,26 +29,14 @@ import {
 afterAll(() => removeTempStores());
 vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-/** Reads one row through the store itself, after every CLI process has exited (PGlite is single-process). */
+/** Reads one row through the world's store, after every CLI process has exited (PGlite is single-process). */
 async function duplicateCount(world: World, eventId: string): Promise<number | undefined> {
-  const db = await openStore(world.storeUrl);
-  try {
-    const r = await db.query<{ duplicate_count: number }>(
-      'SELECT duplicate_count FROM recon.webhook_events WHERE provider = $1 AND event_id = $2',
-      ['stripe', eventId],
-    );
-    return r.rows[0] ? Number(r.rows[0].duplicate_count) : undefined;
-  } finally {
-    await db.close();
-  }
+  const db = await world.db();
+  const r = await db.query<{ duplicate_count: number }>(
+    'SELECT duplicate_count FROM recon.webhook_events WHERE provider = $1 AND event_id = $2',
+    ['stripe', eventId],
+  );
+  return r.rows[0] ? Number(r.rows[0].duplicate_count) : undefined;
 }
 
 describe.each(backends)('incidents during reconciliation, store on $name', (backend) => {
@@ -76,7 +63,7 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     ]);
     expect(warehouse.shipments()).toHaveLength(1);
 
-    await sleep(PAST_WINDOW_MS);
+    world.advance(PAST_WINDOW_MS);
     const late = await run(world);
     expect(late.code).toBe(0);
     expect(late.summary.decisions).toEqual([
@@ -89,7 +76,7 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     expect(detail.operation.state).toBe('confirmed');
     expect(detail.attempts.map((a) => a.idempotency_key)).toEqual(['ship:ord_3', 'ship:ord_3']);
     expect(detail.provider_transactions).toEqual([
-      expect.objectContaining({ provider_id: ledger[0]!.id, linked_via: 'replay' }),
+      expect.objectContaining({ provider_id: ledger[0].id, linked_via: 'replay' }),
     ]);
     expect(detail.observations.map((o) => o.result)).toEqual(['not_found', 'not_found']);
   });
@@ -100,7 +87,7 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     await recordOk(world, [refundOp('refund:ord_6', pi.payment_intent, 700)]);
     expect((await submit(world, 'refund:ord_6')).state).toBe('pending');
     const [refund] = world.stripe.refunds({ payment_intent: pi.payment_intent });
-    const event = world.stripe.eventFor('refund.updated', world.stripe.setRefundStatus(refund!.id, 'succeeded'));
+    const event = world.stripe.eventFor('refund.updated', world.stripe.setRefundStatus(refund.id, 'succeeded'));
     const body = JSON.stringify(event);
     const ingest = (payload: string, signature: string) =>
       world!.recon(['webhook', 'ingest', '-', '--provider', 'stripe', '--signature', signature, '--json'], {
@@ -137,15 +124,17 @@ describe.each(backends)('incidents during reconciliation, store on $name', (back
     await recordOk(world, [refundOp('refund:ord_6s', pi.payment_intent, 800)]);
     expect((await submit(world, 'refund:ord_6s')).state).toBe('pending');
     const [refund] = world.stripe.refunds({ payment_intent: pi.payment_intent });
-    const event = world.stripe.eventFor('refund.updated', world.stripe.setRefundStatus(refund!.id, 'succeeded'));
+    const event = world.stripe.eventFor('refund.updated', world.stripe.setRefundStatus(refund.id, 'succeeded'));
 
-    const port = await freePort();
-    const server = world.spawn(['webhook', 'serve', '--port', String(port), '--provider', 'stripe']);
+    // A real process: it serves until SIGTERM. Port 0: the server takes a free port and prints it.
+    await world.release();
+    const server = world.spawn(['webhook', 'serve', '--port', '0', '--provider', 'stripe']);
     const exited = collect(server);
     let stderr = '';
     server.stderr!.on('data', (d) => (stderr += d));
     for (let i = 0; i < 400 && !stderr.includes('listening on'); i++) await sleep(25);
-    expect(stderr).toContain('listening on');
+    const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1];
+    expect(port, stderr).toBeDefined();
     const url = `http://127.0.0.1:${port}/webhooks/stripe`;
 
     const body = JSON.stringify(event);
@@ -228,12 +217,13 @@ describe.each(postgresOnly)('incident 7, store on $name', (backend) => {
       try {
         await gate.transaction(async (tx) => {
           await tx.query('LOCK TABLE recon.operations IN SHARE MODE');
-          workers = Promise.all([world!.recon(['run', '--json']), world!.recon(['run', '--json'])]);
+          // Two processes, as two cron hosts would be (in-process commands run one at a time).
+          workers = Promise.all([world!.reconProcess(['run', '--json']), world!.reconProcess(['run', '--json'])]);
           for (let i = 0; i < 2400; i++) {
             const r = await gate.query<{ n: number }>(
               `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%recon.operations%'`,
             );
-            if (Number(r.rows[0]!.n) >= 2) return;
+            if (Number(r.rows[0].n) >= 2) return;
             await sleep(25);
           }
           throw new Error('the two workers never reached their first claim');
@@ -247,16 +237,16 @@ describe.each(postgresOnly)('incident 7, store on $name', (backend) => {
     };
 
     const [a, b] = await pass();
-    const idsA = a!.decisions.map((d) => d.id);
-    const idsB = b!.decisions.map((d) => d.id);
-    expect(a!.errors.concat(b!.errors)).toEqual([]);
+    const idsA = a.decisions.map((d) => d.id);
+    const idsB = b.decisions.map((d) => d.id);
+    expect(a.errors.concat(b.errors)).toEqual([]);
     expect(idsA.filter((id) => idsB.includes(id))).toEqual([]);
     expect(new Set([...idsA, ...idsB]).size).toBe(N);
     expect(idsA.length + idsB.length).toBe(N);
     // Both workers took part (claims are shared, not serialised behind one worker).
     expect(idsA.length).toBeGreaterThan(0);
     expect(idsB.length).toBeGreaterThan(0);
-    for (const d of [...a!.decisions, ...b!.decisions]) {
+    for (const d of [...a.decisions, ...b.decisions]) {
       if (committed.has(d.id)) expect(d).toMatchObject({ decision: 'confirm', state: 'confirmed' });
       else expect(d).toMatchObject({ decision: 'wait', state: 'outcome_unknown' });
     }
@@ -264,7 +254,7 @@ describe.each(postgresOnly)('incident 7, store on $name', (backend) => {
 
     await sleep(PAST_WINDOW_MS);
     const [c, e] = await pass();
-    const retried = [...c!.decisions, ...e!.decisions];
+    const retried = [...c.decisions, ...e.decisions];
     expect(retried.map((x) => x.id).sort()).toEqual(ops.filter((o) => !committed.has(o.id)).map((o) => o.id));
     for (const x of retried) expect(x).toMatchObject({ decision: 'retry', state: 'confirmed' });
 

@@ -54,7 +54,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     expect(detail.operation.state).toBe('confirmed');
     expect(detail.attempts).toHaveLength(1);
     expect(detail.provider_transactions).toEqual([
-      expect.objectContaining({ provider_id: ledger[0]!.id, linked_via: 'lookup' }),
+      expect.objectContaining({ provider_id: ledger[0].id, linked_via: 'lookup' }),
     ]);
     expect(detail.observations.map((o) => o.result)).toEqual(['found']);
     expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
@@ -86,7 +86,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     expectExit(await world.recon(['ops', 'submit', 'refund:ord_2', '--json']), 4);
     const ledger = world.stripe.refunds({ payment_intent: pi.payment_intent });
     expect(ledger).toHaveLength(1);
-    expect(ledger[0]!.amount).toBe(2000);
+    expect(ledger[0].amount).toBe(2000);
   });
 
   it('4. a request that never arrived is retried after the window with the original key: one refund', async () => {
@@ -111,7 +111,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     ]);
     expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(0);
 
-    await sleep(PAST_WINDOW_MS);
+    world.advance(PAST_WINDOW_MS);
     const late = await run(world);
     expect(late.code).toBe(0);
     expect(late.summary.decisions).toEqual([
@@ -124,7 +124,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     expect(detail.operation.state).toBe('confirmed');
     expect(detail.attempts.map((a) => a.idempotency_key)).toEqual(['refund:ord_4', 'refund:ord_4']);
     expect(detail.attempts.map((a) => a.outcome)).toEqual(['unknown', 'confirmed']);
-    expect(detail.provider_transactions).toEqual([expect.objectContaining({ provider_id: ledger[0]!.id })]);
+    expect(detail.provider_transactions).toEqual([expect.objectContaining({ provider_id: ledger[0].id })]);
     expect(detail.events.filter((e) => e.kind === 'retry.authorised').map((e) => e.rule)).toEqual(['not_found.retry']);
   });
 
@@ -146,7 +146,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     expect(early.code).toBe(0);
     expect(early.summary.decisions).toEqual([expect.objectContaining({ id: 'ship:ord_5', decision: 'wait' })]);
 
-    await sleep(PAST_WINDOW_MS);
+    world.advance(PAST_WINDOW_MS);
     const late = await run(world);
     expect(late.code).toBe(8);
     expect(late.summary.decisions).toEqual([
@@ -175,6 +175,8 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     await recordOk(world, [refundOp('refund:ord_8', pi.payment_intent, 999)]);
     world.stripe.faults.inject({ kind: 'hold' });
 
+    // A real process, to be killed: the embedded store must be free for it.
+    await world.release();
     const child = world.spawn(['ops', 'submit', 'refund:ord_8', '--json']);
     const exited = collect(child);
     // The sandbox commits, then holds the answer: wait until the refund is in the ledger.
@@ -191,7 +193,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
     expect(crashed.operation.state).toBe('submitting');
     expect(crashed.attempts).toEqual([expect.objectContaining({ number: 1, outcome: null })]);
 
-    await sleep(leaseOver - Date.now());
+    world.advance(Math.max(0, leaseOver - Date.now()));
     const recovered = await run(world);
     expect(recovered.code).toBe(0);
     expect(recovered.summary.decisions).toEqual([

@@ -1,19 +1,18 @@
 /**
  * Small helpers shared by the incident tests (SPEC §8): operations to record, `ops show` through
- * the CLI, and waiting just past the configured uncertainty window.
+ * the CLI, and how far past the configured uncertainty window to move the clock.
  */
-import fs from 'node:fs';
 import { expect } from 'vitest';
-import { openStore } from '../../src/store/open.js';
 import type { CliResult } from '../support/cli.js';
 import { startWorld, type World, type WorldOptions } from '../support/world.js';
 
-/** The world's uncertainty window is 1s; a little more so "after the window" is never a race. */
+/** The world's uncertainty window is 1s; a little more so "after the window" is never a race (`world.advance`). */
 export const PAST_WINDOW_MS = 1_150;
 
 /**
- * Every CLI process on the embedded store starts PGlite (about a second, several under load), and
- * an incident takes 5–10 processes: more room than the suite's 60s default, never a timed assertion.
+ * An incident takes 5–10 commands (in process, on one open store) and sometimes a child process
+ * that boots PGlite (about a second, several under load): more room than the suite's 60s default,
+ * never a timed assertion.
  */
 export const SLOW_STORE_TIMEOUT_MS = 150_000;
 
@@ -102,22 +101,7 @@ export interface RunJson {
   errors: { id: string; error: string }[];
 }
 
-let template: Promise<string> | undefined;
-
-/**
- * `startWorld`, except that an embedded store starts as a copy of one migrated once per file:
- * creating and migrating a PGlite folder costs a few seconds per store, and every incident needs
- * a fresh one. (A PostgreSQL store is a fresh database already.)
- */
-export async function startIncidentWorld(o: WorldOptions): Promise<World> {
-  const world = await startWorld(o);
-  if (o.backend.name === 'pglite') {
-    template ??= (async () => {
-      const url = await o.backend.url();
-      await (await openStore(url)).close();
-      return url.slice('pglite:'.length);
-    })();
-    fs.cpSync(await template, world.storeUrl.slice('pglite:'.length), { recursive: true });
-  }
-  return world;
+/** `startWorld` (kept as the incidents' name for it: a fresh store at the latest schema per incident). */
+export function startIncidentWorld(o: WorldOptions): Promise<World> {
+  return startWorld(o);
 }

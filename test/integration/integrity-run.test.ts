@@ -69,7 +69,7 @@ describe.each(backends)('recon run leases, store on $name', (backend) => {
       calendar: provider('calendar', 7000),
     };
 
-    const summary = await runPass(ctx, async (name) => providers[name]!);
+    const summary = await runPass(ctx, async (name) => providers[name]);
     expect(summary.errors).toEqual([]);
     expect(summary.claimed).toBe(2);
     expect(leaseSeen.get('op_stripe')).toEqual(ms(3000));

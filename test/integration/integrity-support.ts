@@ -57,7 +57,7 @@ export async function startStripeWorld(
     db,
     ctx,
     async recordRefunds(ops) {
-      const pis = ops.map((o) => sandbox.seedPaymentIntent({ amount: 10_000, currency: 'usd' }).payment_intent);
+      const pis = ops.map(() => sandbox.seedPaymentIntent({ amount: 10_000, currency: 'usd' }).payment_intent);
       await recordOperations(
         ctx,
         ops.map((o, i) =>

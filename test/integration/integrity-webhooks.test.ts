@@ -42,14 +42,14 @@ describe.each(backends)('webhooks never leave needs_review, store on $name', (ba
     expect(pass.decisions).toEqual([expect.objectContaining({ id: 'refund:dup_1', state: 'needs_review' })]);
     expect(pass.needs_review_total).toBe(1); // what makes `recon run` exit 8
 
-    const { body, signature } = signedEvent(w.sandbox, 'refund.updated', first!.id);
+    const { body, signature } = signedEvent(w.sandbox, 'refund.updated', first.id);
     const ingested = await ingestWebhook(w.ctx, w.stripe, body, signature);
     expect(ingested.effect).not.toBe('transitioned');
 
     const op = await getOperation(w.db, 'refund:dup_1');
     expect(op.state).toBe('needs_review');
     expect(op.review_reason).toBe('duplicate');
-    expect((await transactionsOf(w.db, op.id)).map((t) => t.provider_id).sort()).toEqual([first!.id, second.id].sort());
+    expect((await transactionsOf(w.db, op.id)).map((t) => t.provider_id).sort()).toEqual([first.id, second.id].sort());
     const events = await eventsOf(w.db, op.id);
     expect(events.at(-1)).toMatchObject({
       kind: 'webhook.received',
@@ -100,7 +100,7 @@ describe.each(backends)('webhooks never leave needs_review, store on $name', (ba
     });
     // The confirmed refund's own update changes nothing…
     const [mine] = w.sandbox.refunds({ payment_intent: pi });
-    const own = signedEvent(w.sandbox, 'refund.updated', mine!.id);
+    const own = signedEvent(w.sandbox, 'refund.updated', mine.id);
     await ingestWebhook(w.ctx, w.stripe, own.body, own.signature);
     expect((await getOperation(w.db, 'refund:late_1')).state).toBe('confirmed');
     // …a second refund carrying the operation is a duplicate side effect that already happened.

@@ -78,7 +78,10 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
       method: 'tools/call',
       params: { name: 'propose_action', arguments: refund('refund:ord_8001', pi.payment_intent, 1000) },
     };
-    for (const headers of [{}, { authorization: 'Bearer wrong-token' }, { authorization: TOKEN }]) {
+    for (const headers of [{}, { authorization: 'Bearer wrong-token' }, { authorization: TOKEN }] as Record<
+      string,
+      string
+    >[]) {
       for (const body of [initialize, call]) {
         const res = await post(server, JSON.stringify(body), headers);
         expect(res.status).toBe(401);

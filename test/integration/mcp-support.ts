@@ -60,6 +60,7 @@ function agentOf(client: Client, stderr: () => string, close: () => Promise<void
 
 /** `recon mcp` over stdio, spawned by the SDK's StdioClientTransport, as an agent host does. */
 export async function stdioAgent(world: World, name = 'test-agent'): Promise<Agent> {
+  await world.release(); // the embedded store admits one process: the world's in-process commands let go
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [BIN, 'mcp'],
@@ -104,6 +105,7 @@ export async function startHttpServer(
   world: World,
   env: Record<string, string> = { RECON_MCP_TOKEN: TOKEN },
 ): Promise<HttpServer> {
+  await world.release(); // the embedded store admits one process: the world's in-process commands let go
   const port = await freePort();
   const child = world.spawn(['mcp', '--http', '--port', String(port)], { env });
   let err = '';

@@ -86,7 +86,7 @@ describe('submit classification (SPEC §3)', () => {
     expect(again.txn?.provider_id).toBe(first.txn?.provider_id);
     const ledger = sandbox.refunds({ payment_intent });
     expect(ledger).toHaveLength(1);
-    expect(ledger[0]!.metadata).toEqual({ recon_operation_id: op.operation_id, recon_client_reference: 'order-1' });
+    expect(ledger[0].metadata).toEqual({ recon_operation_id: op.operation_id, recon_client_reference: 'order-1' });
   });
 
   it('a pending refund → pending', async () => {

@@ -218,7 +218,7 @@ describe('stripe sandbox: lists', () => {
     const firstPage = await stripe.refunds.list({ payment_intent });
     expect(firstPage).toMatchObject({ object: 'list', has_more: true, url: '/v1/refunds' });
     expect(firstPage.data).toHaveLength(10);
-    const before = await stripe.refunds.list({ payment_intent, ending_before: expected[15]!, limit: 5 });
+    const before = await stripe.refunds.list({ payment_intent, ending_before: expected[15], limit: 5 });
     expect(before.data.map((r) => r.id)).toEqual(expected.slice(10, 15));
     expect(before.has_more).toBe(true);
 
@@ -355,7 +355,7 @@ describe('stripe sandbox: faults', () => {
     expect(settled).toBe(false);
     sb.faults.release();
     const refund = await pending;
-    expect(refund.id).toBe(sb.refunds()[0]!.id);
+    expect(refund.id).toBe(sb.refunds()[0].id);
     expect(sb.faults.held()).toBe(0);
   });
 
@@ -421,11 +421,11 @@ describe('stripe sandbox: webhooks', () => {
     const events = hook.got.map((d) => stripe.webhooks.constructEvent(d.body, d.signature, sb.webhookSecret));
     expect(events.map((e) => e.type)).toEqual(['refund.created', 'refund.updated']);
     expect(events.map((e) => (e.data.object as Stripe.Refund).id)).toEqual([refund.id, refund.id]);
-    expect((events[1]!.data.object as Stripe.Refund).status).toBe('succeeded');
-    expect(events[1]!.data.previous_attributes).toEqual({ status: 'pending' });
-    expect(events[0]!.request).toEqual({ id: refund.lastResponse.requestId, idempotency_key: 'wh' });
+    expect((events[1].data.object as Stripe.Refund).status).toBe('succeeded');
+    expect(events[1].data.previous_attributes).toEqual({ status: 'pending' });
+    expect(events[0].request).toEqual({ id: refund.lastResponse.requestId, idempotency_key: 'wh' });
     expect(sb.events().map((e) => e.id)).toEqual(events.map((e) => e.id));
-    expect(() => stripe.webhooks.constructEvent(hook.got[0]!.body, hook.got[0]!.signature, 'whsec_other')).toThrow(
+    expect(() => stripe.webhooks.constructEvent(hook.got[0].body, hook.got[0].signature, 'whsec_other')).toThrow(
       Stripe.errors.StripeSignatureVerificationError,
     );
     const manual = sb.signPayload('{"a":1}', 1_700_000_000);

@@ -15,7 +15,7 @@ import type { Db } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
 import type { Provider, ProviderTxn, State } from '../../src/types.js';
 import { backends, removeTempStores, type Backend } from '../support/backends.js';
-import { recon } from '../support/cli.js';
+import { runInProcess } from '../support/in-process.js';
 import { parsePrometheus } from '../support/prometheus.js';
 
 const S = 1000;
@@ -189,7 +189,7 @@ describe.each(backends)('recon stats on $name', (backend: Backend) => {
   let db: Db | null = null;
 
   beforeAll(async () => {
-    url = await backend.url();
+    url = await backend.migratedUrl();
     db = await openStore(url);
     await buildHistory(db);
   });
@@ -256,14 +256,15 @@ describe.each(backends)('recon stats on $name', (backend: Backend) => {
       value: 100,
     });
     expect(ttr.samples).toContainEqual({ name: 'recon_time_to_reconciliation_seconds_count', labels: {}, value: 101 });
-    expect(families.get('recon_escalations')!.samples[0]!.value).toBe(4);
-    expect(families.get('recon_duplicate_actions')!.samples[0]!.value).toBe(2);
+    expect(families.get('recon_escalations')!.samples[0].value).toBe(4);
+    expect(families.get('recon_duplicate_actions')!.samples[0].value).toBe(2);
   });
 
   it('recon stats --json and --format prometheus through the CLI give the same numbers', async () => {
-    await db!.close();
-    db = null;
     const env = { RECON_DB: url };
+    // In process, on the store this file already holds open (PGlite: one open instance at a time).
+    const recon = (args: string[], opts: { env: Record<string, string> }) =>
+      runInProcess(args, { ...opts, store: db! });
     const r = await recon(['stats', '--json'], { env });
     expect(r.code, r.stderr).toBe(0);
     const s: Stats = r.json;

@@ -37,7 +37,7 @@ async function withStore<T>(db: Db, fn: (db: Db) => Promise<T>): Promise<T> {
 
 describe.each(backends)('store on $name', (backend) => {
   it('migrates an empty store on first open, to the latest schema', async () => {
-    await withStore(await backend.open(), async (db) => {
+    await withStore(await openStore(await backend.emptyUrl()), async (db) => {
       expect(db.kind).toBe(backend.name);
       expect(await schemaStatus(db)).toEqual({ version: latest, latest, pending: [] });
       const tables = await db.query<{ name: string }>(
@@ -63,7 +63,7 @@ describe.each(backends)('store on $name', (backend) => {
   });
 
   it('without autoMigrate an empty store reports everything pending, and is refused when current is required', async () => {
-    const url = await backend.url();
+    const url = await backend.emptyUrl();
     await withStore(await openStore(url, { autoMigrate: false, requireCurrent: false }), async (db) => {
       const status = await schemaStatus(db);
       expect(status).toEqual({ version: 0, latest, pending: loadMigrations().map((m) => m.version) });
@@ -72,7 +72,7 @@ describe.each(backends)('store on $name', (backend) => {
   });
 
   it('an older store is not migrated implicitly; `migrate` applies only what is pending', async () => {
-    const url = await backend.url();
+    const url = await backend.emptyUrl();
     await (await openStore(url, { migrationsDir: migrationsFolder(V1) })).close();
     const v2 = migrationsFolder(V2);
     const refused = openStore(url, { migrationsDir: v2 });
@@ -104,7 +104,7 @@ describe.each(backends)('store on $name', (backend) => {
       ...V1,
       '0002_broken.sql': 'ALTER TABLE recon.widgets ADD COLUMN x int; SELECT * FROM nowhere;',
     });
-    const url = await backend.url();
+    const url = await backend.emptyUrl();
     await expect(openStore(url, { migrationsDir: dir })).rejects.toThrow(
       /migration 0002_broken\.sql failed: .*nowhere/,
     );
@@ -201,7 +201,7 @@ describe.runIf(backends.some((b) => b.name === 'postgres'))('store on postgres: 
     const url = await pgBackend.url();
     const dbs = await Promise.all([openStore(url), openStore(url), openStore(url), openStore(url)]);
     try {
-      const rows = await dbs[0]!.query<{ version: number }>(
+      const rows = await dbs[0].query<{ version: number }>(
         'SELECT version FROM recon.schema_migrations ORDER BY version',
       );
       expect(rows.rows.map((r) => r.version)).toEqual(loadMigrations().map((m) => m.version));

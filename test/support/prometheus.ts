@@ -4,7 +4,7 @@
  * or misread, so a test that parses the output also validates it.
  * https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format
  */
-export interface Sample {
+interface Sample {
   name: string;
   labels: Record<string, string>;
   value: number;
@@ -29,8 +29,8 @@ function parseLabels(text: string, line: number): Record<string, string> {
   while (rest.length) {
     const m = LABEL_PAIR.exec(rest);
     if (!m) throw new Error(`line ${line}: bad label set {${text}}`);
-    if (m[1]! in labels) throw new Error(`line ${line}: label ${m[1]} repeated`);
-    labels[m[1]!] = m[2]!.replace(/\\(["\\n])/g, (_, c: string) => (c === 'n' ? '\n' : c));
+    if (m[1] in labels) throw new Error(`line ${line}: label ${m[1]} repeated`);
+    labels[m[1]] = m[2].replace(/\\(["\\n])/g, (_, c: string) => (c === 'n' ? '\n' : c));
     rest = rest.slice(m[0].length);
     if (rest.startsWith(',')) rest = rest.slice(1);
     else if (rest.length) throw new Error(`line ${line}: expected "," in {${text}}`);
@@ -61,25 +61,25 @@ export function parsePrometheus(text: string): Map<string, Family> {
     const meta = /^#\s+(HELP|TYPE)\s+(\S+)(?:\s+(.*))?$/.exec(raw);
     if (meta) {
       const [, kind, name, rest = ''] = meta;
-      if (!new RegExp(`^${NAME}$`).test(name!)) throw new Error(`line ${line}: bad metric name ${name}`);
+      if (!new RegExp(`^${NAME}$`).test(name)) throw new Error(`line ${line}: bad metric name ${name}`);
       if (kind === 'HELP') {
-        if (helps.has(name!)) throw new Error(`line ${line}: second HELP for ${name}`);
-        helps.set(name!, rest);
+        if (helps.has(name)) throw new Error(`line ${line}: second HELP for ${name}`);
+        helps.set(name, rest);
         return;
       }
       if (!['counter', 'gauge', 'histogram', 'summary', 'untyped'].includes(rest))
         throw new Error(`line ${line}: bad TYPE ${rest}`);
-      if (families.has(name!)) throw new Error(`line ${line}: second TYPE for ${name}`);
-      if (seen.has(name!)) throw new Error(`line ${line}: TYPE for ${name} after its samples`);
-      families.set(name!, { name: name!, help: helps.get(name!) ?? null, type: rest as Family['type'], samples: [] });
+      if (families.has(name)) throw new Error(`line ${line}: second TYPE for ${name}`);
+      if (seen.has(name)) throw new Error(`line ${line}: TYPE for ${name} after its samples`);
+      families.set(name, { name: name, help: helps.get(name) ?? null, type: rest as Family['type'], samples: [] });
       return;
     }
     if (raw.startsWith('#')) return;
     const m = SAMPLE.exec(raw);
     if (!m) throw new Error(`line ${line}: not a sample: ${raw}`);
     const [, name, labelText, valueText] = m;
-    if (!VALUE.test(valueText!)) throw new Error(`line ${line}: bad value ${valueText}`);
-    const family = familyOf(name!, families);
+    if (!VALUE.test(valueText)) throw new Error(`line ${line}: bad value ${valueText}`);
+    const family = familyOf(name, families);
     if (!family) throw new Error(`line ${line}: sample ${name} has no TYPE line before it`);
     seen.add(family.name);
     const labels = labelText ? parseLabels(labelText, line) : {};
@@ -90,9 +90,9 @@ export function parsePrometheus(text: string): Map<string, Family> {
       throw new Error(`line ${line}: duplicate sample ${key}`);
     }
     family.samples.push({
-      name: name!,
+      name: name,
       labels,
-      value: Number(valueText!.replace(/^\+?Inf$/, 'Infinity').replace(/^-Inf$/, '-Infinity')),
+      value: Number(valueText.replace(/^\+?Inf$/, 'Infinity').replace(/^-Inf$/, '-Infinity')),
     });
   });
   for (const f of families.values()) if (f.help === null) throw new Error(`${f.name}: no HELP line`);

@@ -1,6 +1,14 @@
 /**
  * A test world: the provider sandboxes on loopback, a config file with short windows, a fresh
- * store on the chosen backend, and `recon(...)` running the built CLI against them.
+ * store on the chosen backend, and `recon(...)` running recon against them.
+ *
+ * `world.recon` runs the command in this process (test/support/in-process.ts) with the world's
+ * config, environment, clock and one open store shared by every in-process command of the world
+ * (an embedded store boots once per world, not once per command). `world.reconProcess` and
+ * `world.spawn` run the built binary as a child process, for what needs a real process (signals,
+ * several workers at once). PGlite is single-process: before a child process or a test's own
+ * `openStore` uses an embedded world store, `await world.release()` (reconProcess does it itself);
+ * the next `world.recon` opens it again.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -8,8 +16,11 @@ import path from 'node:path';
 import { startStripeSandbox, type StripeSandbox, type StripeSandboxOptions } from '../../src/sandbox/stripe/server.js';
 import { warehouseProviderConfig } from '../../src/sandbox/warehouse/provider-config.js';
 import { startWarehouseSandbox, type WarehouseSandbox } from '../../src/sandbox/warehouse/server.js';
+import type { Db } from '../../src/store/db.js';
+import { openStore } from '../../src/store/open.js';
 import type { Backend } from './backends.js';
 import { recon, spawnRecon, type CliOptions, type CliResult } from './cli.js';
+import { runInProcess } from './in-process.js';
 
 export interface WorldOptions {
   backend: Backend;
@@ -26,10 +37,25 @@ export interface World {
   storeUrl: string;
   stripe: StripeSandbox;
   warehouse: WarehouseSandbox | null;
+  /** `recon ARGS` in this process, on the world's store and clock. */
   recon(args: string[], opts?: CliOptions): Promise<CliResult>;
+  /** `recon ARGS` as a child process (the built binary, the real clock); releases the store first. */
+  reconProcess(args: string[], opts?: CliOptions): Promise<CliResult>;
+  /** The built binary as a child process; on an embedded store, `await world.release()` first. */
   spawn(args: string[], opts?: CliOptions): ReturnType<typeof spawnRecon>;
   /** Records operations (objects) through `recon ops record -`. */
   record(ops: unknown[]): Promise<CliResult>;
+  /** The store the in-process commands share, opened on first use. Do not close it: `release()`. */
+  db(): Promise<Db>;
+  /** Closes the shared store (if open), so that another process or `openStore` may take it. */
+  release(): Promise<void>;
+  /**
+   * Moves the clock that in-process commands see forward by `ms`: "after the uncertainty window"
+   * or "after the lease" without sleeping. Child processes keep the real clock.
+   */
+  advance(ms: number): void;
+  /** The clock in-process commands see. */
+  now(): Date;
   close(): Promise<void>;
 }
 
@@ -37,7 +63,9 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-world-'));
   const stripe = await startStripeSandbox({ webhookSecret: 'whsec_test_world', ...o.stripe });
   const warehouse = o.warehouse ? await startWarehouseSandbox({ token: 'wh_token_test' }) : null;
-  const storeUrl = await o.backend.url();
+  // A store at the latest schema (a copy of one migrated once per file, on PGlite): creating and
+  // migrating an embedded store costs seconds, and every world needs a fresh one.
+  const storeUrl = await o.backend.migratedUrl();
   const providers: Record<string, unknown> = {
     stripe: {
       type: 'stripe',
@@ -71,20 +99,54 @@ export async function startWorld(o: WorldOptions): Promise<World> {
     WAREHOUSE_TOKEN: 'wh_token_test',
   };
   const withEnv = (opts: CliOptions = {}): CliOptions => ({ cwd: dir, ...opts, env: { ...env, ...opts.env } });
-  return {
+  let offsetMs = 0;
+  const now = () => new Date(Date.now() + offsetMs);
+  let db: Promise<Db> | undefined;
+  const world: World = {
     dir,
     configPath,
     storeUrl,
     stripe,
     warehouse,
-    recon: (args, opts) => recon(args, withEnv(opts)),
-    spawn: (args, opts) => spawnRecon(args, withEnv(opts)),
+    async recon(args, opts) {
+      // `--db` names another store than the world's: let the command open that one itself.
+      const store = args.includes('--db') ? undefined : await world.db();
+      return runInProcess(args, { ...withEnv(opts), now, store });
+    },
+    async reconProcess(args, opts) {
+      await world.release();
+      return recon(args, withEnv(opts));
+    },
+    spawn(args, opts) {
+      if (db && o.backend.name === 'pglite') {
+        throw new Error('world.spawn on an embedded store that this process holds open: `await world.release()` first');
+      }
+      return spawnRecon(args, withEnv(opts));
+    },
     record: (ops) =>
-      recon(['ops', 'record', '-', '--json'], withEnv({ input: ops.map((x) => JSON.stringify(x)).join('\n') })),
+      world.recon(['ops', 'record', '-', '--json'], { input: ops.map((x) => JSON.stringify(x)).join('\n') }),
+    db() {
+      db ??= openStore(storeUrl).catch((err: unknown) => {
+        db = undefined;
+        throw err;
+      });
+      return db;
+    },
+    async release() {
+      const open = db;
+      db = undefined;
+      if (open) await (await open.catch(() => null))?.close();
+    },
+    advance(ms) {
+      offsetMs += ms;
+    },
+    now,
     async close() {
+      await world.release();
       await stripe.close();
       await warehouse?.close();
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+  return world;
 }

@@ -97,7 +97,7 @@ describe('discovery', () => {
     expect((await loadConfig({ env, cwd: folder })).path).toBe(viaEnv);
     const loaded = await loadConfig({ env: {}, cwd: folder });
     expect(loaded.path).toBe(local);
-    expect(loaded.providers['stripe']!.capabilities.maxAttempts).toBe(1);
+    expect(loaded.providers['stripe'].capabilities.maxAttempts).toBe(1);
   });
 
   it('a --config file that does not exist is a usage error naming the flag', async () => {
@@ -156,7 +156,7 @@ describe('the SPEC example', () => {
       lookupAuthoritative: false,
       maxAttempts: 3,
     });
-    const calendar = loaded.providers['calendar']!;
+    const calendar = loaded.providers['calendar'];
     expect(calendar).toMatchObject({ type: 'module', module: path.join(folder, 'providers/calendar.js') });
   });
 
@@ -169,7 +169,7 @@ describe('the SPEC example', () => {
       }),
       { path: '/x/recon.config.json', env: ENV },
     );
-    expect(providers['w']!.capabilities).toMatchObject({ keyRetentionMs: 24 * H, lookupAuthoritative: false });
+    expect(providers['w'].capabilities).toMatchObject({ keyRetentionMs: 24 * H, lookupAuthoritative: false });
   });
 
   it('accepts // comments and "//" keys, as `recon init` writes them', () => {
@@ -291,7 +291,7 @@ describe('secrets', () => {
     const unknown = await createProvider('nope', await loadConfig({ env: { STRIPE_API_KEY: key }, cwd: dir() })).catch(
       (e: Error) => e,
     );
-    expect(String(unknown)).toBe('UsageError: unknown provider "nope"; configured: stripe');
+    expect(String(unknown as Error)).toBe('UsageError: unknown provider "nope"; configured: stripe');
   });
 });
 

@@ -205,7 +205,7 @@ describe('limitConcurrency', () => {
         started.push(i);
         active++;
         peak = Math.max(peak, active);
-        await gates[i]!.promise;
+        await gates[i].promise;
         active--;
         if (i === 3) throw new Error('task 3');
         return i * 10;
@@ -213,7 +213,7 @@ describe('limitConcurrency', () => {
     );
     await tick();
     expect(started).toEqual([0, 1]);
-    gates[1]!.resolve();
+    gates[1].resolve();
     await tick();
     expect(started).toEqual([0, 1, 2]);
     // A task submitted now queues behind the waiting ones.

@@ -3,14 +3,14 @@ import { payloadHash } from '../../src/core/canonical.js';
 import type { RuleInput } from '../../src/core/rule.js';
 import type { LookupResult, ProviderCapabilities, ProviderTxn } from '../../src/types.js';
 
-export const SEC = 1_000;
+const SEC = 1_000;
 export const MIN = 60 * SEC;
 export const HOUR = 60 * MIN;
 
 export const T0 = new Date('2024-05-01T12:00:00.000Z');
 export const at = (ms: number): Date => new Date(T0.getTime() + ms);
 
-export const PAYLOAD = { charge: 'ch_1', amount: 1000, currency: 'eur' };
+const PAYLOAD = { charge: 'ch_1', amount: 1000, currency: 'eur' };
 export const HASH = payloadHash(PAYLOAD);
 
 export const CAPS: ProviderCapabilities = {

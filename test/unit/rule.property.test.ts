@@ -137,7 +137,7 @@ describe('decide() properties', () => {
         expect(i.lookup.result).not.toBe('unavailable');
         expect(distinctIds(i.lookup.matches)).toBe(1);
         expect(d.link).toHaveLength(1);
-        expect(d.link![0]!.state).toBe(expected);
+        expect(d.link![0].state).toBe(expected);
         expect(d.state).toBe(expected);
       }),
       RUNS,

@@ -82,8 +82,8 @@ describe('statsPrometheus', () => {
       { name: 'recon_time_to_reconciliation_seconds', labels: { quantile: '0.99' }, value: 3600.25 },
       { name: 'recon_time_to_reconciliation_seconds_count', labels: {}, value: 10 },
     ]);
-    expect(families.get('recon_attempts_per_operation_mean')!.samples[0]!.value).toBeCloseTo(15 / 14, 12);
-    expect(families.get('recon_escalations')!.samples[0]!.value).toBe(2);
+    expect(families.get('recon_attempts_per_operation_mean')!.samples[0].value).toBeCloseTo(15 / 14, 12);
+    expect(families.get('recon_escalations')!.samples[0].value).toBe(2);
   });
 
   it('stays valid for an empty store (no quantiles, no backlog)', () => {

@@ -7,6 +7,7 @@ import {
   validateOperation,
 } from '../../src/core/validate.js';
 import { UsageError } from '../../src/errors.js';
+import type { JsonDoc } from '../support/cli.js';
 
 const PROVIDERS = ['stripe', 'warehouse'];
 
@@ -58,7 +59,7 @@ describe('validateOperation: every bad input of SPEC §7 names the field', () =>
     expect(op.idempotency_key).toBe('k-1');
   });
 
-  it.each<[string, (o: any) => void, RegExp]>([
+  it.each<[string, (o: JsonDoc) => void, RegExp]>([
     ['unknown provider', (o) => (o.provider = 'paypal'), /^provider: unknown provider "paypal".*stripe, warehouse/],
     ['missing provider', (o) => delete o.provider, /^provider: required/],
     [
