@@ -82,16 +82,40 @@ function decideFound(
   const inFlight = op.state === 'submitting' && op.lease_expires_at !== null && op.lease_expires_at > now;
   if (inFlight) return null;
   const isNew = !linkedBefore.some((t) => t.provider_id === txn.provider_id);
-  const anotherLive = linkedBefore.some((t) => t.provider_id !== txn.provider_id && t.state !== 'failed');
-  if (isNew && anotherLive && txn.state !== 'failed') {
-    return { to: 'needs_review', rule: 'duplicate', review_reason: 'duplicate', problems: [] };
-  }
-  if (isTerminal(op.state)) return null;
-  const from: State = op.state === 'submitting' ? 'outcome_unknown' : op.state;
   const problems = txnMismatches(op, txn);
+  const unexplained = isNew ? unexplainedLive(op.state, txn, linkedBefore) : null;
+  if (unexplained) {
+    const reason = unexplained === 'another_live' || problems.length === 0 ? 'duplicate' : 'mismatch';
+    // The state machine (states.ts) says which states a job may move to review, and for which reason.
+    if (!canTransition(op.state, 'needs_review', { review_reason: reason })) return null;
+    return { to: 'needs_review', rule: reason, review_reason: reason, problems };
+  }
+  if (isTerminal(op.state) || op.state === 'approved') return null;
+  const from: State = op.state === 'submitting' ? 'outcome_unknown' : op.state;
   if (problems.length) return { to: 'needs_review', rule: 'mismatch', review_reason: 'mismatch', problems };
   if (from === txn.state || !canTransition(from, txn.state)) return null;
   return { to: txn.state, rule: txn.state, review_reason: null, problems: [] };
+}
+
+/**
+ * Why a newly found live transaction is a side effect the operation cannot account for, or null:
+ * - `another_live`: the operation has another live one linked already (a duplicate, SPEC §3);
+ * - `not_submitted`: the operation is `approved`, never sent: it was made outside recon, and the
+ *   first submit must not make a second one;
+ * - `held_failed`: recon holds the operation as `failed`, the provider holds a live transaction.
+ * Every path that links or confirms a transaction asks this (webhooks, late responses, lookups of
+ * resolved operations, submit results): a person must see each of these.
+ */
+export function unexplainedLive(
+  state: State,
+  txn: Pick<ProviderTxn, 'provider_id' | 'state'>,
+  linked: { provider_id: string; state: string }[],
+): 'another_live' | 'not_submitted' | 'held_failed' | null {
+  if (txn.state === 'failed') return null;
+  if (linked.some((t) => t.provider_id !== txn.provider_id && t.state !== 'failed')) return 'another_live';
+  if (state === 'approved') return 'not_submitted';
+  if (state === 'failed') return 'held_failed';
+  return null;
 }
 
 /** The states the rule decides for (SPEC §4); a lookup of any other only links what it finds. */

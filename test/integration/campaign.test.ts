@@ -17,22 +17,7 @@ const db = pgBaseUrl ? 'postgres' : 'pglite';
  * Defects the campaign found that are not fixed yet (campaign report on issue 10), matched
  * narrowly so that anything else still fails the test. Delete an entry with its fix.
  */
-const OPEN_DEFECTS: { name: string; matches(v: Violation): boolean }[] = [
-  {
-    name: 'a webhook for another live refund carrying the id of an approved or failed operation answers 500, again on each redelivery while it stays so',
-    matches: (v) =>
-      v.invariant === 'webhook_refused' && /is (approved|failed); it cannot become needs_review/.test(text(v)),
-  },
-  {
-    name: 'a duplicate linked by a webhook before the first submit stays linked when the submit then confirms (no review)',
-    matches: (v) => v.invariant === 'confirmed_link' && text(v).includes('webhook.received approved→approved'),
-  },
-  {
-    name: '`ops submit` whose own lease ran out before the answer (a loaded machine) applies the late answer, then exits 4 "result not written"',
-    matches: (v) =>
-      v.invariant === 'process_exit' && text(v).includes('"command":"submit"') && text(v).includes('LeaseLostError'),
-  },
-];
+const OPEN_DEFECTS: { name: string; matches(v: Violation): boolean }[] = [];
 
 function text(v: Violation): string {
   return JSON.stringify(v.evidence);
