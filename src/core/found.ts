@@ -2,7 +2,7 @@ import type { Queryable } from '../store/db.js';
 import type { LinkedVia, LookupResult, Operation, Provider, ProviderTxn, State } from '../types.js';
 import { lookupDetail } from './apply.js';
 import type { CoreContext } from './context.js';
-import { txnMismatches } from './match.js';
+import { txnMismatches, unexplainedLive } from './match.js';
 import { lockOperation, transactionsOf } from './repo.js';
 import { canTransition, isTerminal } from './states.js';
 import { linkTransaction, note, recordObservation, transition } from './transition.js';
@@ -95,27 +95,6 @@ function decideFound(
   if (problems.length) return { to: 'needs_review', rule: 'mismatch', review_reason: 'mismatch', problems };
   if (from === txn.state || !canTransition(from, txn.state)) return null;
   return { to: txn.state, rule: txn.state, review_reason: null, problems: [] };
-}
-
-/**
- * Why a newly found live transaction is a side effect the operation cannot account for, or null:
- * - `another_live`: the operation has another live one linked already (a duplicate, SPEC §3);
- * - `not_submitted`: the operation is `approved`, never sent: it was made outside recon, and the
- *   first submit must not make a second one;
- * - `held_failed`: recon holds the operation as `failed`, the provider holds a live transaction.
- * Every path that links or confirms a transaction asks this (webhooks, late responses, lookups of
- * resolved operations, submit results): a person must see each of these.
- */
-export function unexplainedLive(
-  state: State,
-  txn: Pick<ProviderTxn, 'provider_id' | 'state'>,
-  linked: { provider_id: string; state: string }[],
-): 'another_live' | 'not_submitted' | 'held_failed' | null {
-  if (txn.state === 'failed') return null;
-  if (linked.some((t) => t.provider_id !== txn.provider_id && t.state !== 'failed')) return 'another_live';
-  if (state === 'approved') return 'not_submitted';
-  if (state === 'failed') return 'held_failed';
-  return null;
 }
 
 /** The states the rule decides for (SPEC §4); a lookup of any other only links what it finds. */

@@ -2,8 +2,8 @@ import type { Provider, State, SubmitRequest, SubmitResult, Operation } from '..
 import { claimAttempt, newOwnerToken, type AttemptClaim } from './claims.js';
 import { LeaseLostError } from '../errors.js';
 import type { CoreContext } from './context.js';
-import { applyFoundTransaction, unexplainedLive } from './found.js';
-import { txnMismatches } from './match.js';
+import { applyFoundTransaction } from './found.js';
+import { txnMismatches, unexplainedLive } from './match.js';
 import { getOperation, lockOperation, transactionsOf } from './repo.js';
 import { linkTransaction, transition } from './transition.js';
 
