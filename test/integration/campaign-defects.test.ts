@@ -54,6 +54,7 @@ describe.each(backends)('campaign defects, store on $name', (backend) => {
 
     const submit = await submitOperation(w.ctx, w.stripe, 'refund:outside_1').catch((e) => e);
     expect(submit).toBeInstanceOf(RefusedError);
+    expect(submit.message).toMatch(/is needs_review \(duplicate\); nothing was sent/);
     // The provider's ledger: the refund made outside recon, and no second one.
     expect(w.sandbox.refunds({ payment_intent: pi })).toHaveLength(1);
   });
