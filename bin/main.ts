@@ -20,9 +20,12 @@ export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {
     .version(version(), '-V, --version')
     .option(
       '--db <url>',
-      'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, pglite:.recon/db)',
+      'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, the nearest .recon/ here or above)',
     )
-    .option('--config <file>', 'config file (default: RECON_CONFIG, else ./recon.config.json)')
+    .option(
+      '--config <file>',
+      'config file (default: RECON_CONFIG, the nearest recon.config.json here or above, $XDG_CONFIG_HOME/recon/config.json)',
+    )
     .option('--json', 'machine output: one JSON document on stdout', false)
     .option('--no-color', 'no colours (also NO_COLOR)')
     .option('--actor <name>', 'who is acting, for the audit trail (default: RECON_ACTOR, else user@host)')
@@ -30,7 +33,12 @@ export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {
     .addOption(new Option('-q, --quiet', 'no progress or notes on stderr').default(false))
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) })
+    .configureOutput({
+      writeErr: (s) => process.stderr.write(s),
+      writeOut: (s) => process.stdout.write(s),
+      // One error prefix everywhere: commander's own "error: unknown option" becomes "recon: …".
+      outputError: (s, write) => write(s.replace(/^error: /, 'recon: ')),
+    })
     .addHelpText(
       'after',
       `
@@ -40,13 +48,21 @@ Examples:
   $ recon run --json                    one reconciliation pass (cron: alert on exit 8)
 
 Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
-            5 provider unavailable, 6 store locked or unreachable, 8 needs a human`,
+            5 provider unavailable (wins over 8), 6 store locked, missing or unreachable,
+            8 needs a human, 130 interrupted`,
     );
   await registerAll(program, argv, o);
   // Every subcommand inherits the override so commander never calls process.exit itself.
   const inherit = (cmd: Command) => {
     for (const sub of cmd.commands) {
-      sub.exitOverride().showHelpAfterError('(run with --help for usage)');
+      sub
+        .exitOverride()
+        .showHelpAfterError('(run with --help for usage)')
+        .configureOutput({
+          writeErr: (s) => process.stderr.write(s),
+          writeOut: (s) => process.stdout.write(s),
+          outputError: (s, write) => write(s.replace(/^error: /, 'recon: ')),
+        });
       inherit(sub);
     }
   };
@@ -63,6 +79,9 @@ async function redactor(): Promise<(s: string) => string> {
   }
 }
 
+/** Commander's codes for help shown on purpose (`recon ops` with no subcommand shows help too). */
+const HELP_CODES = ['commander.helpDisplayed', 'commander.version', 'commander.help'];
+
 /** The one place that maps an error to an exit code and a message (SPEC §7). */
 export async function main(argv: string[]): Promise<void> {
   const program = await buildProgram(argv);
@@ -72,8 +91,15 @@ export async function main(argv: string[]): Promise<void> {
     process.exitCode = outcome.exitCode;
   } catch (err) {
     if (err instanceof CommanderError) {
-      // --help and --version end here with code 0; parse errors were already printed by commander.
+      // --help and --version end here with code 0; parse errors were already printed by commander
+      // on stderr. A script that asked for --json still gets the error document on stdout.
       process.exitCode = err.exitCode === 0 ? 0 : 2;
+      if (json && err.exitCode !== 0 && !HELP_CODES.includes(err.code)) {
+        const message = err.message.replace(/^error: /, '');
+        process.stdout.write(
+          JSON.stringify({ error: { message, exit_code: 2, type: 'UsageError', code: err.code } }) + '\n',
+        );
+      }
       return;
     }
     const redact = await redactor();

@@ -5,6 +5,7 @@ import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
 import { RefusedError, UsageError } from '../src/errors.js';
 import { action } from './support/action.js';
+import { formatAmount } from './support/format.js';
 import { info, printJson } from './support/io.js';
 
 export function register(program: Command): void {
@@ -33,7 +34,7 @@ export function register(program: Command): void {
             'attach.mismatch',
           );
         }
-        const question = `Attach ${txnId} (${check.txn.status}, ${check.txn.amount ?? '?'} ${check.txn.currency ?? ''}) to ${op.id} and mark it ${check.to}?`;
+        const question = `Attach ${txnId} (${check.txn.status}, ${formatAmount(check.txn.amount, check.txn.currency) || '?'}) to ${op.id} and mark it ${check.to}?`;
         if (!(await deps.confirm(question))) {
           info(deps.io, 'nothing attached');
           return 4;

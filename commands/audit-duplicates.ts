@@ -16,6 +16,7 @@ import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, println } from './support/io.js';
 import { renderTable } from './support/style.js';
+import { formatAmount } from './support/format.js';
 import { printable } from './support/terminal.js';
 
 export interface DuplicatesOptions {
@@ -197,7 +198,7 @@ async function render(deps: Deps, duplicates: Duplicate[], scans: DuplicateScan[
         d.kind,
         printable(d.key),
         d.transactions.map((t) => printable(t.provider_id)).join('\n'),
-        `${d.amount_total} ${printable(d.currency)}`.trim(),
+        formatAmount(d.amount_total, d.currency),
         d.recon_knows ? 'yes' : 'no',
       ]),
     ),

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { Check, DemoListener, DemoReport, DemoStep, DemoTable } from '../src/demo/play.js';
 import { action } from './support/action.js';
+import { formatAmount } from './support/format.js';
 import type { Deps } from './support/deps.js';
 import { printJson, println, warn } from './support/io.js';
 import { renderDetail } from './ops-show.js';
@@ -114,7 +115,7 @@ async function renderDemoTable(deps: Deps, t: DemoTable, s: Style): Promise<void
             d.kind,
             d.key,
             d.transactions.map((x) => x.provider_id).join(' '),
-            `${d.amount_total} ${d.currency ?? ''}`.trim(),
+            formatAmount(d.amount_total, d.currency),
             d.recon_knows ? 'yes' : 'no',
           ]),
         ),

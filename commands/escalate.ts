@@ -1,14 +1,18 @@
 import type { Command } from 'commander';
 import { escalate } from '../src/core/human.js';
+import { getOperation } from '../src/core/repo.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
 import { action } from './support/action.js';
-import { info, printJson } from './support/io.js';
+import { printJson, println } from './support/io.js';
+import { printable } from './support/terminal.js';
 
 export function register(program: Command): void {
   program
     .command('escalate')
-    .description('hand an unresolved operation to a human (→ needs_review)')
+    .description(
+      'hand an unresolved operation to a human (→ needs_review); on one already in review: reassign it or add a reason',
+    )
     .argument('<id>', 'operation id')
     .requiredOption('--reason <text>', 'why a human must decide')
     .option('--assignee <who>', 'who should look at it')
@@ -17,14 +21,17 @@ export function register(program: Command): void {
       '\nExample:\n  $ recon escalate refund:ord_1042 --reason "customer says they got two refunds" --assignee finance-oncall',
     )
     .action(
-      action<{ reason: string; assignee?: string }>(async ([id], opts, deps) => {
+      action<{ reason: string; assignee?: string }>(async ([rawId], opts, deps) => {
         const core = await deps.core();
-        const op = await escalate(core, validateId(id), { reason: opts.reason, assignee: opts.assignee });
+        const id = validateId(rawId);
+        // Already waiting for a human: escalate reassigns it or adds the reason; the state stays.
+        const wasInReview = (await getOperation(core.db, id)).state === 'needs_review';
+        const op = await escalate(core, id, { reason: opts.reason, assignee: opts.assignee });
         if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [op]))[0]);
         else
-          info(
+          println(
             deps.io,
-            `${op.id}: needs_review (${opts.reason})${opts.assignee ? `, assigned to ${opts.assignee}` : ''}`,
+            `${op.id}: needs_review (${printable(op.review_reason)})${op.assignee ? `, assigned to ${printable(op.assignee)}` : ''}${wasInReview ? ' (was already in review: reassigned, your reason is in the audit trail; state unchanged)' : ''}`,
           );
       }),
     );

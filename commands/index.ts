@@ -79,7 +79,7 @@ export const COMMANDS: (CommandEntry | CommandGroup)[] = [
   {
     name: 'lookup',
     usage: 'lookup [options] [id]',
-    description: 'ask the provider what it holds (read-only at the provider)',
+    description: 'ask the provider what it holds, in any state (read-only at the provider)',
     load: () => import('./lookup.js'),
   },
   {
@@ -97,7 +97,8 @@ export const COMMANDS: (CommandEntry | CommandGroup)[] = [
   {
     name: 'escalate',
     usage: 'escalate [options] <id>',
-    description: 'hand an unresolved operation to a human (→ needs_review)',
+    description:
+      'hand an unresolved operation to a human (→ needs_review); on one already in review: reassign it or add a reason',
     load: () => import('./escalate.js'),
   },
   {
@@ -142,6 +143,19 @@ export const COMMANDS: (CommandEntry | CommandGroup)[] = [
     usage: 'demo',
     description: 'play the incidents of the spec against built-in sandbox providers on a throw-away store',
     load: () => import('./demo.js'),
+  },
+  {
+    name: 'doctor',
+    usage: 'doctor',
+    description:
+      'check the store, the config, each provider (key, rate limit, clock) and webhook secrets; say what to fix',
+    load: () => import('./doctor.js'),
+  },
+  {
+    name: 'completion',
+    usage: 'completion <shell>',
+    description: 'print a shell completion script (bash, zsh or fish)',
+    load: () => import('./completion.js'),
   },
   {
     name: 'audit',

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { access, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
@@ -16,6 +17,7 @@ export const CONFIG_TEMPLATE = {
       type: 'stripe',
       apiKey: '${STRIPE_API_KEY}',
       apiBase: 'https://api.stripe.com',
+      webhookSecret: '${STRIPE_WEBHOOK_SECRET}',
       keyRetention: '24h',
       uncertaintyWindow: '10m',
       maxAttempts: 3,
@@ -43,15 +45,23 @@ export function register(program: Command): void {
           await writeFile(file, JSON.stringify(CONFIG_TEMPLATE, null, 2) + '\n', { flag: 'wx' });
           wrote = true;
         }
-        const { resolveStoreUrl, openStore } = await import('../src/store/open.js');
+        const { openStore } = await import('../src/store/open.js');
+        const { chooseStore } = await import('../src/store/discover.js');
         const { migrate } = await import('../src/store/migrate.js');
-        // The store is the one every other command will use (SPEC §5): an existing config's `db` counts.
-        const explicit = deps.globals.db || deps.env.RECON_DB || deps.env.DATABASE_URL;
-        const configDb = explicit ? undefined : wrote ? CONFIG_TEMPLATE.db : (await deps.config()).db;
-        const db = await openStore(resolveStoreUrl({ flag: deps.globals.db, env: deps.env, configDb }), {
-          autoMigrate: false,
-          requireCurrent: false,
+        // The store is the one every other command will use (SPEC §5): an existing config's `db`
+        // counts, and a relative pglite path in it is relative to the config file.
+        const config = await deps.config();
+        const choice = chooseStore({
+          flag: deps.globals.db,
+          env: deps.env,
+          configDb: config.db,
+          configPath: config.path,
+          cwd: deps.cwd,
+          create: true,
         });
+        const isNew = choice.folder !== undefined && !existsSync(choice.folder);
+        const db = await openStore(choice.url, { autoMigrate: false, requireCurrent: false });
+        if (isNew) info(deps.io, `created a new recon store at ${choice.folder}`);
         try {
           const r = await migrate(db);
           if (deps.globals.json)
@@ -66,6 +76,21 @@ export function register(program: Command): void {
           info(
             deps.io,
             `store ${db.displayUrl}: schema version ${r.version}${r.applied.length ? ` (applied ${r.applied.join(', ')})` : ''}`,
+          );
+          info(
+            deps.io,
+            [
+              '',
+              'Next steps:',
+              '  export STRIPE_API_KEY=sk_test_…            # or try it locally: recon sandbox stripe --port 12111',
+              '  export STRIPE_WEBHOOK_SECRET=whsec_…       # verifies webhooks (recon webhook serve refuses without it)',
+              '  recon doctor                               # checks the store, the config, the key and the clock',
+              '  recon ops record refund.json && recon ops submit refund:ord_1042',
+              '  recon ops list --unresolved                # then: recon run, recon review list',
+              '',
+              'recon finds this store and config from any folder below this one (like git); from anywhere',
+              'else, set RECON_DB (and RECON_CONFIG), as cron jobs should.',
+            ].join('\n'),
           );
         } finally {
           await db.close();

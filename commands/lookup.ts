@@ -1,16 +1,17 @@
 import type { Command } from 'commander';
 import { parseSinceOrDate } from '../src/core/durations.js';
-import { applyLookupFindings, isReconcilable } from '../src/core/found.js';
-import { evaluate, lookupDetail, safeLookup } from '../src/core/reconcile.js';
+import { lookupClientReference, lookupOperation } from '../src/core/lookup.js';
+import { lookupDetail } from '../src/core/reconcile.js';
 import { getOperation } from '../src/core/repo.js';
-import { note, recordObservation } from '../src/core/transition.js';
 import { validateId } from '../src/core/validate.js';
-import { UsageError } from '../src/errors.js';
+import { StoreLockedError, UsageError } from '../src/errors.js';
 import type { LookupResult, ProviderTxn } from '../src/types.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
-import { renderTable } from './support/style.js';
+import { formatAmount, formatTime, waitingLine } from './support/format.js';
+import { nextCommands } from './support/next.js';
+import { renderTable, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
 
 export interface LookupOptions {
@@ -23,8 +24,11 @@ export interface LookupOptions {
 export function register(program: Command): void {
   program
     .command('lookup')
-    .description('ask the provider what it holds (read-only at the provider)')
-    .argument('[id]', 'operation id: looks it up and records the observation')
+    .description('ask the provider what it holds, in any state (read-only at the provider)')
+    .argument(
+      '[id]',
+      'operation id: an unresolved one gets one step of `recon run` (the rule applied; never a retry), one in review gets evidence, a resolved one nothing',
+    )
     .option('--key <key>', 'look up by idempotency key (with --provider)')
     .option('--client-ref <ref>', 'look up by client reference (with --provider)')
     .option('--provider <name>', 'provider for --key / --client-ref')
@@ -48,10 +52,15 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
     if (!o.provider) throw new UsageError('--provider: required with --key or --client-ref');
     const provider = await deps.provider(o.provider);
     const since = o.since ? parseSinceOrDate(o.since, '--since', deps.now()) : undefined;
-    const lookup = await provider.lookup({
-      idempotency_key: o.key,
-      operation_id: o.key,
-      client_reference: o.clientRef,
+    // recon's own operations with this reference tell the adapter which charge and amount to
+    // compare look-alikes with (a refund made by hand in the dashboard has no recon metadata).
+    const core = await deps.core().catch((err) => {
+      if (err instanceof StoreLockedError && /no recon store/.test(err.message)) return null;
+      throw err;
+    });
+    const { lookup, operations } = await lookupClientReference(core, provider, {
+      clientReference: o.clientRef,
+      key: o.key,
       since,
     });
     if (deps.globals.json)
@@ -63,69 +72,88 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
           since: since?.toISOString() ?? null,
         },
         ...lookupDetail(lookup),
+        operations: operations.map((op) => ({ id: op.id, state: op.state })),
       });
-    await renderLookup(deps, lookup);
+    await renderLookup(deps, lookup, []);
+    if (operations.length)
+      info(
+        deps.io,
+        `recon operations with this reference: ${operations.map((op) => `${op.id} (${op.state})`).join(', ')}`,
+      );
     return lookup.result === 'unavailable' ? 5 : 0;
   }
   const core = await deps.core();
   const op = await getOperation(core.db, validateId(id));
   const provider = await deps.provider(op.provider);
-  if (!isReconcilable(op.state)) {
-    // Not the rule's to decide: what is found is linked as evidence (a duplicate for a confirmed operation).
-    const lookup = await safeLookup(provider, op);
-    const state = await applyLookupFindings(core, provider, op, lookup);
-    if (deps.globals.json) return printJson(deps.io, { id: op.id, state, ...lookupDetail(lookup), conclusion: null });
-    await renderLookup(deps, lookup);
-    info(
-      deps.io,
-      `${op.id} is ${state}${state !== op.state ? ` (was ${op.state})` : ''}; the rule decides only unresolved operations`,
-    );
-    return lookup.result === 'unavailable' ? 5 : 0;
-  }
-  const { lookup, decision } = await evaluate(core, provider, op);
-  // Read-only at the provider; recon records what it saw, as evidence for the rule.
-  await core.db
-    .transaction(async (tx) => {
-      await recordObservation(tx, op.id, { at: core.now(), result: lookup.result, detail: lookupDetail(lookup) });
-      await note(tx, op.id, {
-        actor: core.actor,
-        now: core.now(),
-        kind: 'lookup',
-        rule: null,
-        detail: { ...lookupDetail(lookup), would: decision.rule },
-      });
-    })
-    .catch((err) => {
-      if ((err as Error).name !== 'NotFoundError') throw err;
+  const r = await lookupOperation(core, provider, op.id);
+  const next = nextCommands({
+    id: op.id,
+    state: r.operation.state,
+    review_reason: r.operation.review_reason,
+    linked: r.linked.map((t) => t.provider_id),
+    candidates: r.lookup.candidates.map((t) => t.provider_id),
+  });
+  if (deps.globals.json)
+    return printJson(deps.io, {
+      id: op.id,
+      state: r.operation.state,
+      state_before: r.before,
+      ...lookupDetail(r.lookup),
+      conclusion: r.decision,
+      wrote: r.wrote,
+      note: r.note,
+      provider_txn_ids: r.linked.map((t) => t.provider_id),
+      next,
     });
-  const conclusion = {
-    decision: decision.decision,
-    rule: decision.rule,
-    state: decision.state,
-    explanation: decision.explanation,
-  };
-  if (deps.globals.json) return printJson(deps.io, { id: op.id, state: op.state, ...lookupDetail(lookup), conclusion });
-  await renderLookup(deps, lookup);
-  info(deps.io, `recon would conclude: ${decision.decision} (${decision.rule}): ${decision.explanation}`);
-  return lookup.result === 'unavailable' ? 5 : 0;
+  const s = await styleFor(deps.io);
+  const moved =
+    r.before !== r.operation.state ? `${r.before} → ${s.state(r.operation.state)}` : s.state(r.operation.state);
+  println(
+    deps.io,
+    `${s.bold(op.id)}  ${moved}${r.operation.review_reason ? `  (review: ${printable(r.operation.review_reason)})` : ''}`,
+  );
+  await renderLookup(
+    deps,
+    r.lookup,
+    r.linked.map((t) => t.provider_id),
+  );
+  if (r.decision) {
+    println(deps.io, `rule: ${r.decision.decision} (${r.decision.rule}): ${r.decision.explanation}`);
+    if (r.decision.retry_at) println(deps.io, waitingLine(r.decision.retry_at, deps.now()));
+  }
+  if (r.note) println(deps.io, printable(r.note));
+  if (next.length) println(deps.io, `next: ${next.map(printable).join('\n      ')}`);
+  return r.lookup.result === 'unavailable' ? 5 : 0;
 }
 
-async function renderLookup(deps: Deps, l: LookupResult): Promise<void> {
-  const rows = (list: ProviderTxn[], kind: string) =>
+async function renderLookup(deps: Deps, l: LookupResult, linked: string[]): Promise<void> {
+  const rows = (list: ProviderTxn[], kind: (t: ProviderTxn) => string) =>
     list.map((t) => [
-      kind,
+      kind(t),
       printable(t.provider_id),
       printable(t.status),
-      `${t.amount ?? ''} ${printable(t.currency)}`.trim(),
-      printable(t.operation_id),
+      formatAmount(t.amount, t.currency),
+      formatTime(t.created),
+      t.operation_id === null ? '(no recon metadata)' : printable(t.operation_id),
       printable(t.client_reference),
-      t.created?.toISOString() ?? '',
     ]);
-  const all = [...rows(l.matches, 'match'), ...rows(l.candidates, 'candidate (no recon metadata)')];
+  const all = [
+    ...rows(l.matches, (t) => (linked.includes(t.provider_id) ? 'match, linked' : 'match')),
+    ...rows(l.candidates, () => 'ambiguous'),
+  ];
+  const found = `provider: ${l.result}${l.error ? ` (${printable(l.error)})` : ''}${l.matches.length || l.candidates.length ? `, ${l.matches.length} match(es), ${l.candidates.length} ambiguous candidate(s)` : ''}`;
+  println(deps.io, found);
+  if (l.note) info(deps.io, `(${printable(l.note)})`);
+  // The client reference column only when some transaction carries one.
+  const head = ['', 'provider id', 'status', 'amount', 'created', 'operation', 'client ref'];
+  const keep = head.map((_, i) => i < 6 || all.some((r) => r[i]));
   if (all.length)
     println(
       deps.io,
-      await renderTable(deps.io, ['', 'provider id', 'status', 'amount', 'operation', 'client ref', 'created'], all),
+      await renderTable(
+        deps.io,
+        head.filter((_, i) => keep[i]),
+        all.map((r) => r.filter((_, i) => keep[i])),
+      ),
     );
-  info(deps.io, `lookup: ${l.result}${l.error ? ` (${printable(l.error)})` : ''}`);
 }

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { parseDuration, formatDuration } from '../src/core/durations.js';
-import { listOperations } from '../src/core/repo.js';
+import { parseDuration } from '../src/core/durations.js';
+import { countOperations, getOperation, listOperations } from '../src/core/repo.js';
+import { validateId } from '../src/core/validate.js';
 import { isState } from '../src/core/states.js';
 import { operationsJson, type OperationJson } from '../src/core/views.js';
 import { UsageError } from '../src/errors.js';
@@ -8,6 +9,7 @@ import { STATES, UNRESOLVED_STATES, type State } from '../src/types.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println, type IO } from './support/io.js';
+import { csvRow, formatAge, formatAmount } from './support/format.js';
 import { renderTable, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
 
@@ -18,6 +20,8 @@ export interface ListOptions {
   olderThan?: string;
   clientRef?: string;
   limit: number;
+  after?: string;
+  csv?: boolean;
 }
 
 export function register(ops: Command): void {
@@ -30,9 +34,16 @@ export function register(ops: Command): void {
     .option('--older-than <duration>', 'only operations created longer ago than this (e.g. 10m, 24h)')
     .option('--client-ref <ref>', 'only this client reference')
     .option('--limit <n>', 'at most N operations', parsePositiveInt('--limit'), 50)
+    .option('--after <id>', 'the next page: operations listed after this one (the last id of the previous page)')
+    .option('--csv', 'CSV on stdout, one row per operation (amounts in minor units)')
     .addHelpText(
       'after',
-      '\nExamples:\n  $ recon ops list --unresolved\n  $ recon ops list --state needs_review,outcome_unknown --older-than 1h --json',
+      `
+Examples:
+  $ recon ops list --unresolved
+  $ recon ops list --state needs_review,outcome_unknown --older-than 1h --json
+  $ recon ops list --unresolved --limit 100 --after refund:ord_1042     # the next page
+  $ recon ops list --state confirmed --csv > confirmed.csv`,
     )
     .action(action<ListOptions>(async (_args, opts, deps) => runList(opts, deps)));
 }
@@ -58,21 +69,55 @@ export async function runList(o: ListOptions, deps: Deps): Promise<void> {
   const states = parseStates(o.state, o.unresolved);
   const now = deps.now();
   const createdBefore = o.olderThan ? new Date(now.getTime() - parseDuration(o.olderThan, '--older-than')) : undefined;
+  if (o.csv && deps.globals.json) throw new UsageError('--csv and --json: choose one');
   const core = await deps.core();
-  const ops =
-    states && states.length === 0
-      ? []
-      : await listOperations(core.db, {
-          states,
-          provider: o.provider,
-          createdBefore,
-          clientReference: o.clientRef,
-          limit: o.limit,
-        });
+  if (o.after) await getOperation(core.db, validateId(o.after, '--after'));
+  const filter = { states, provider: o.provider, createdBefore, clientReference: o.clientRef };
+  const none = states !== undefined && states.length === 0;
+  const [ops, total] = none
+    ? [[], 0]
+    : await Promise.all([
+        listOperations(core.db, { ...filter, limit: o.limit, after: o.after }),
+        countOperations(core.db, filter),
+      ]);
   const json = await operationsJson(core.db, ops);
-  if (deps.globals.json) return printJson(deps.io, { operations: json });
-  if (!json.length) return info(deps.io, 'no operations match');
+  const last = json[json.length - 1]?.id ?? null;
+  // More beyond this page: the cursor a script passes as --after for the next one.
+  const more = json.length === o.limit && last !== null;
+  if (deps.globals.json) return printJson(deps.io, { operations: json, total, next_after: more ? last : null });
+  if (o.csv) {
+    println(deps.io, csvRow([...CSV_COLUMNS]));
+    for (const op of json) println(deps.io, csvRow(CSV_COLUMNS.map((c) => csvValue(op, c))));
+    if (more) info(deps.io, `showing ${json.length} of ${total}; next page: --after ${last}`);
+    return;
+  }
+  if (!json.length) return info(deps.io, o.after ? `no operations after ${o.after}` : 'no operations match');
   println(deps.io, await renderOperations(deps.io, json, now));
+  if (json.length < total)
+    info(
+      deps.io,
+      `showing ${json.length} of ${total}; --limit N for more${more ? `, or the next page with --after ${last}` : ''}`,
+    );
+}
+
+const CSV_COLUMNS = [
+  'id',
+  'provider',
+  'action',
+  'state',
+  'amount',
+  'currency',
+  'attempt_count',
+  'client_reference',
+  'created_at',
+  'updated_at',
+  'provider_txn_ids',
+  'review_reason',
+] as const;
+
+function csvValue(op: OperationJson, c: (typeof CSV_COLUMNS)[number]): string | number | null {
+  if (c === 'provider_txn_ids') return op.provider_txn_ids.join(' ');
+  return op[c];
 }
 
 /** The `ops list` table (also shown by `recon demo`). */
@@ -83,9 +128,9 @@ export async function renderOperations(io: IO, json: OperationJson[], now: Date)
     printable(op.provider),
     printable(op.action),
     s.state(op.state),
-    op.amount === null ? '' : `${op.amount} ${printable(op.currency)}`.trim(),
+    formatAmount(op.amount, op.currency),
     op.attempt_count,
-    formatDuration(now.getTime() - Date.parse(op.created_at)),
+    formatAge(now.getTime() - Date.parse(op.created_at)),
     printable(op.provider_txn_ids.join(' ')),
     printable(op.review_reason),
   ]);

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { recordOperations, type RecordedOperation } from '../src/core/record.js';
 import { parseOperationsText, validateOperation } from '../src/core/validate.js';
-import { NotFoundError, UsageError } from '../src/errors.js';
+import { UsageError } from '../src/errors.js';
 import { validatePayloads } from '../src/providers/validate.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
@@ -57,7 +57,9 @@ async function readSource(file: string | undefined, deps: Deps): Promise<string>
   try {
     return await readFile(file, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFoundError(`${file}: no such file`);
+    // Exit 2, a usage error: 3 is for a missing operation or transaction.
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+      throw new UsageError(`${file}: no such file; give an existing FILE, or - for stdin`);
     throw err;
   }
 }

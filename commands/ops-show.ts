@@ -1,9 +1,12 @@
 import type { Command } from 'commander';
 import { validateId } from '../src/core/validate.js';
+import { candidatesOf } from '../src/core/evidence.js';
 import { showOperation, type OperationDetail } from '../src/core/views.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { printJson, println } from './support/io.js';
+import { formatAmount, formatTime } from './support/format.js';
+import { nextCommands } from './support/next.js';
 import { renderTable, styleFor } from './support/style.js';
 import { printable as p } from './support/terminal.js';
 
@@ -32,8 +35,8 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
   const lines = [
     `${s.bold(p(op.id))}  ${s.state(op.state)}${op.review_reason ? `  (review: ${p(op.review_reason)})` : ''}`,
     `  provider   ${p(op.provider)} ${p(op.action)}    key ${p(op.idempotency_key)}${op.client_reference ? `    client ref ${p(op.client_reference)}` : ''}`,
-    `  amount     ${op.amount ?? '-'} ${p(op.currency)}    attempts ${op.attempt_count}    payload ${op.payload_hash.slice(0, 12)}…`,
-    `  created    ${op.created_at}${op.resolved_at ? `    resolved ${op.resolved_at}` : ''}${op.assignee ? `    assignee ${p(op.assignee)}` : ''}`,
+    `  amount     ${formatAmount(op.amount, op.currency) || '-'}    attempts ${op.attempt_count}    payload sha256 ${op.payload_hash}`,
+    `  created    ${formatTime(op.created_at)}${op.resolved_at ? `    resolved ${formatTime(op.resolved_at)}` : ''}${op.assignee ? `    assignee ${p(op.assignee)}` : ''}`,
   ];
   println(deps.io, lines.join('\n'));
   if (d.provider_transactions.length) {
@@ -42,14 +45,15 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
       deps.io,
       await renderTable(
         deps.io,
-        ['provider id', 'status', 'amount', 'linked via', 'by', 'at'],
+        ['provider id', 'status', 'amount', 'created', 'linked via', 'by', 'linked at'],
         d.provider_transactions.map((t) => [
           p(t.provider_id),
           p(t.status),
-          `${t.amount ?? ''} ${p(t.currency)}`.trim(),
+          formatAmount(t.amount, t.currency),
+          formatTime(t.created),
           p(t.linked_via),
           p(t.linked_by),
-          t.linked_at.toISOString(),
+          formatTime(t.linked_at),
         ]),
       ),
     );
@@ -64,8 +68,8 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
         d.attempts.map((a) => [
           a.number,
           p(a.idempotency_key),
-          a.started_at.toISOString(),
-          a.ended_at?.toISOString() ?? '(in flight)',
+          formatTime(a.started_at),
+          a.ended_at ? formatTime(a.ended_at) : '(in flight)',
           a.outcome ?? '',
           p(a.error_class),
           p(a.provider_request_id),
@@ -73,6 +77,44 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
       ),
     );
   }
+  if (d.observations.length) {
+    println(deps.io, '\n' + s.bold('Observations') + s.dim('  (provider lookups: the evidence the rule reads)'));
+    const chronological = [...d.observations].sort((a, b) => a.observed_at.getTime() - b.observed_at.getTime());
+    println(
+      deps.io,
+      await renderTable(
+        deps.io,
+        ['observed at', 'result', 'matches', 'ambiguous candidates', 'error'],
+        chronological.map((o) => {
+          const detail = o.detail as { matches?: { provider_id: string }[]; error?: string };
+          return [
+            formatTime(o.observed_at),
+            o.result,
+            p((detail.matches ?? []).map((m) => m.provider_id).join(' ')),
+            p(
+              candidatesOf(o)
+                .map((c) => `${c.provider_id} (${formatAmount(c.amount, c.currency)}, ${c.status ?? '?'})`)
+                .join(' '),
+            ),
+            p(detail.error ?? ''),
+          ];
+        }),
+      ),
+    );
+  }
+  const latest = [...d.observations].sort((a, b) => b.observed_at.getTime() - a.observed_at.getTime());
+  const withCandidates = latest.find((o) => candidatesOf(o).length > 0);
+  const next = nextCommands({
+    id: op.id,
+    state: op.state,
+    review_reason: op.review_reason,
+    linked: d.provider_transactions.map((t) => t.provider_id),
+    candidates: withCandidates
+      ? candidatesOf(withCandidates)
+          .map((c) => c.provider_id)
+          .filter((c) => !op.provider_txn_ids.includes(c))
+      : [],
+  });
   println(deps.io, '\n' + s.bold('Timeline'));
   for (const e of d.events) {
     const move =
@@ -84,17 +126,19 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
     const detail = summarize(e.detail);
     println(
       deps.io,
-      `  ${s.dim(e.at.toISOString())}  ${String(e.seq).padStart(3)}  ${p(e.kind).padEnd(20)} ${move}${e.rule ? s.dim(`  [${p(e.rule)}]`) : ''}  ${s.dim(p(e.actor))}${detail ? `\n${' '.repeat(31)}${s.dim(detail)}` : ''}`,
+      `  ${s.dim(formatTime(e.at))}  ${String(e.seq).padStart(3)}  ${p(e.kind).padEnd(20)} ${move}${e.rule ? s.dim(`  [${p(e.rule)}]`) : ''}  ${s.dim(p(e.actor))}${detail ? `\n${' '.repeat(32)}${s.dim(detail)}` : ''}`,
     );
   }
+  if (next.length) println(deps.io, `\n${s.bold('Next')}\n${next.map((n) => `  ${s.cyan(n)}`).join('\n')}`);
 }
 
 function summarize(detail: Record<string, unknown>): string {
   const parts: string[] = [];
   for (const [k, v] of Object.entries(detail)) {
     if (v === null || v === undefined || k === 'payload_hash') continue;
+    // Whole values: a cut provider id (`re_H61l…`) is one a person cannot paste.
     const text = typeof v === 'string' ? v : JSON.stringify(v);
-    parts.push(p(`${k}=${text.length > 80 ? text.slice(0, 77) + '…' : text}`));
+    parts.push(p(`${k}=${text}`));
   }
   return parts.join('  ');
 }

@@ -4,7 +4,7 @@ import { submitOperation } from '../src/core/submit.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
 import { action } from './support/action.js';
-import { info, printJson } from './support/io.js';
+import { info, printJson, println } from './support/io.js';
 import { styleFor } from './support/style.js';
 
 export function register(ops: Command): void {
@@ -50,7 +50,8 @@ Example:
         const why = r.result.error_class
           ? ` (${r.result.error_class}${r.result.http_status ? ` ${r.result.http_status}` : ''})`
           : '';
-        info(
+        // The result is the command's data: stdout, like every other command's.
+        println(
           deps.io,
           `${id}: attempt ${r.attempt} → ${s.state(json.state)}${why}${json.provider_txn_ids.length ? `  ${json.provider_txn_ids.join(' ')}` : ''}`,
         );

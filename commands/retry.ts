@@ -4,6 +4,7 @@ import { getOperation } from '../src/core/repo.js';
 import { validateId } from '../src/core/validate.js';
 import { RefusedError } from '../src/errors.js';
 import { action } from './support/action.js';
+import { waitingLine } from './support/format.js';
 import { info, printJson } from './support/io.js';
 
 export function register(program: Command): void {
@@ -54,7 +55,10 @@ Example:
             );
         }
         if (deps.globals.json) printJson(deps.io, result);
-        else info(deps.io, `${id}: ${result.decision} (${result.rule}) → ${result.state}: ${result.explanation}`);
+        else {
+          info(deps.io, `${id}: ${result.decision} (${result.rule}) → ${result.state}: ${result.explanation}`);
+          if (result.retry_at) info(deps.io, waitingLine(result.retry_at, deps.now()));
+        }
         return result.decision === 'retry' ? 0 : 4;
       }),
     );

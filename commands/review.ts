@@ -1,13 +1,16 @@
 import type { Command } from 'commander';
-import { formatDuration } from '../src/core/durations.js';
+import { evidenceOf } from '../src/core/evidence.js';
 import { checkResolve, resolveReview, type ReviewOutcome } from '../src/core/human.js';
-import { getOperation, listOperations } from '../src/core/repo.js';
+import { countOperations, getOperation, listOperations } from '../src/core/repo.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
 import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
+import type { Deps } from './support/deps.js';
+import { formatAge, formatAmount, formatTime } from './support/format.js';
 import { info, printJson, println } from './support/io.js';
-import { renderTable } from './support/style.js';
+import { nextCommands } from './support/next.js';
+import { styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
 
 const OUTCOMES: ReviewOutcome[] = ['confirmed', 'failed', 'cancelled'];
@@ -22,38 +25,13 @@ export function register(program: Command): void {
     );
   review
     .command('list')
-    .description('operations waiting for a human, oldest first, with the evidence')
+    .description(
+      'operations waiting for a human, oldest first, with the evidence (transactions, candidates, observations, attempts) and the next command',
+    )
     .option('--provider <name>', 'only this provider')
     .option('--limit <n>', 'at most N', parsePositiveInt('--limit'), 50)
     .addHelpText('after', '\nExample:\n  $ recon review list --json')
-    .action(
-      action<{ provider?: string; limit: number }>(async (_a, opts, deps) => {
-        const core = await deps.core();
-        const ops = (
-          await listOperations(core.db, { states: ['needs_review'], provider: opts.provider, limit: opts.limit })
-        ).reverse();
-        const json = await operationsJson(core.db, ops);
-        if (deps.globals.json) return printJson(deps.io, { operations: json });
-        if (!json.length) return info(deps.io, 'nothing needs review');
-        const now = deps.now().getTime();
-        println(
-          deps.io,
-          await renderTable(
-            deps.io,
-            ['id', 'provider', 'amount', 'reason', 'assignee', 'waiting', 'provider txns'],
-            json.map((o) => [
-              printable(o.id),
-              printable(o.provider),
-              `${o.amount ?? ''} ${printable(o.currency)}`.trim(),
-              printable(o.review_reason),
-              printable(o.assignee),
-              formatDuration(now - Date.parse(o.updated_at)),
-              printable(o.provider_txn_ids.join(' ')),
-            ]),
-          ),
-        );
-      }),
-    );
+    .action(action<{ provider?: string; limit: number }>(async (_a, opts, deps) => reviewList(opts, deps)));
   review
     .command('resolve')
     .description('record a human decision on a needs_review operation')
@@ -94,4 +72,108 @@ export function register(program: Command): void {
         },
       ),
     );
+}
+
+/** The human queue with its evidence, oldest first, and the exact next command for each. */
+async function reviewList(opts: { provider?: string; limit: number }, deps: Deps): Promise<void> {
+  const core = await deps.core();
+  const filter = { states: ['needs_review' as const], provider: opts.provider };
+  const [ops, total] = await Promise.all([
+    listOperations(core.db, { ...filter, limit: opts.limit }),
+    countOperations(core.db, filter),
+  ]);
+  ops.reverse();
+  const json = await operationsJson(core.db, ops);
+  const items = [];
+  for (const o of json) {
+    const evidence = await evidenceOf(core.db, o.id);
+    const next = nextCommands({
+      id: o.id,
+      state: o.state,
+      review_reason: o.review_reason,
+      linked: evidence.linked.map((t) => t.provider_id),
+      candidates: evidence.candidates.map((c) => c.provider_id),
+    });
+    items.push({ op: o, evidence, next });
+  }
+  if (deps.globals.json)
+    return printJson(deps.io, {
+      operations: items.map(({ op, evidence, next }) => ({
+        ...op,
+        evidence: {
+          linked: evidence.linked.map((t) => ({
+            provider_id: t.provider_id,
+            status: t.status,
+            amount: t.amount,
+            currency: t.currency,
+            created: t.created?.toISOString() ?? null,
+            linked_via: t.linked_via,
+          })),
+          candidates: evidence.candidates,
+          observations: evidence.observations.map((ob) => ({
+            observed_at: ob.observed_at.toISOString(),
+            result: ob.result,
+          })),
+          attempts: evidence.attempts.map((a) => ({
+            number: a.number,
+            started_at: a.started_at.toISOString(),
+            outcome: a.outcome,
+            error_class: a.error_class,
+          })),
+        },
+        next,
+      })),
+      total,
+    });
+  if (!items.length) return info(deps.io, 'nothing needs review');
+  const s = await styleFor(deps.io);
+  const now = deps.now().getTime();
+  const blocks: string[] = [];
+  for (const { op, evidence, next } of items) {
+    const lines = [
+      `${s.bold(printable(op.id))}  ${s.state(op.state)} (${printable(op.review_reason ?? 'no reason')})  ${formatAmount(op.amount, op.currency)}  ${printable(op.provider)} ${printable(op.action)}  waiting ${formatAge(now - Date.parse(op.updated_at))}${op.assignee ? `  assignee ${printable(op.assignee)}` : ''}`,
+    ];
+    const field = (name: string, values: string[]) => {
+      values.forEach((v, i) => lines.push(`  ${(i === 0 ? name : '').padEnd(12)} ${v}`));
+    };
+    field(
+      'linked',
+      evidence.linked.length
+        ? evidence.linked.map(
+            (t) =>
+              `${printable(t.provider_id)}  ${printable(t.status)}  ${formatAmount(t.amount, t.currency)}  created ${formatTime(t.created) || '?'}  (via ${t.linked_via})`,
+          )
+        : ['none'],
+    );
+    if (evidence.candidates.length)
+      field(
+        'candidates',
+        evidence.candidates.map(
+          (c) =>
+            `${printable(c.provider_id)}  ${printable(c.status)}  ${formatAmount(c.amount, c.currency)}  created ${formatTime(c.created) || '?'}  (no recon metadata)`,
+        ),
+      );
+    field(
+      'observed',
+      evidence.observations.length
+        ? evidence.observations.map((ob) => `${formatTime(ob.observed_at)}  ${ob.result}`)
+        : ['never looked up'],
+    );
+    field(
+      'attempts',
+      evidence.attempts.length
+        ? evidence.attempts.map(
+            (a) =>
+              `#${a.number} ${formatTime(a.started_at)}  ${a.outcome ?? 'in flight'}${a.error_class ? ` (${printable(a.error_class)})` : ''}`,
+          )
+        : ['none'],
+    );
+    field(
+      'next',
+      next.map((n) => s.cyan(n)),
+    );
+    blocks.push(lines.join('\n'));
+  }
+  println(deps.io, blocks.join('\n\n'));
+  if (items.length < total) info(deps.io, `showing ${items.length} of ${total}; --limit N`);
 }

@@ -7,6 +7,7 @@ import { exitCodeOf } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
+import { formatAge, formatTime, waitingLine } from './support/format.js';
 import { renderTable, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
 
@@ -16,6 +17,7 @@ export interface RunCommandOptions {
   concurrency?: number;
   dryRun?: boolean;
   metricsFile?: string;
+  verbose?: boolean;
 }
 
 export function register(program: Command): void {
@@ -31,10 +33,12 @@ export function register(program: Command): void {
     )
     .option('--dry-run', 'decide and print, write nothing')
     .option('--metrics-file <path>', 'write Prometheus text metrics here (atomically)')
+    .option('--verbose', 'on a terminal, list every decision (default: a summary and what needs attention)')
     .addHelpText(
       'after',
       `
-Exit codes: 0 done, 5 a provider was unavailable, 8 operations need a human (needs_review exists).
+Exit codes: 0 done, 5 a provider was unavailable (wins over 8), 8 operations need a human
+(needs_review exists).
 Safe to run from several hosts at once against PostgreSQL.
 
 Examples:
@@ -82,9 +86,11 @@ async function runAndReport(o: RunCommandOptions, deps: Deps): Promise<number> {
   if (progress && lastDraw) deps.io.err.write('\r\x1b[K');
   if (o.metricsFile && !o.dryRun) await writeAtomically(o.metricsFile, runMetrics(summary, deps.now()));
   if (deps.globals.json) printJson(deps.io, summary);
-  else await render(deps, summary);
-  if (summary.needs_review_total > 0) return 8;
+  else await render(deps, summary, Boolean(o.verbose));
+  // 5 wins over 8 (SPEC §7): a review is open nearly always, and cron must still hear of an outage.
+  // The metrics file carries both.
   if (summary.unavailable > 0) return 5;
+  if (summary.needs_review_total > 0) return 8;
   return summary.errors.length ? 1 : 0;
 }
 
@@ -94,26 +100,54 @@ async function writeAtomically(file: string, text: string): Promise<void> {
   await rename(tmp, file);
 }
 
-async function render(deps: Deps, s: RunSummary): Promise<void> {
+/** Decisions a person must look at after a pass; the rest is summarised on a terminal. */
+const ATTENTION = new Set(['review', 'unavailable']);
+
+async function render(deps: Deps, s: RunSummary, verbose: boolean): Promise<void> {
   const st = await styleFor(deps.io);
-  if (s.decisions.length) {
+  const now = deps.now();
+  const why = (d: RunSummary['decisions'][number]) =>
+    d.retry_at ? `${d.explanation}; ${waitingLine(d.retry_at, now)}` : d.explanation;
+  // On a terminal, 300 rows of "confirmed" hide the three that matter: summarise by decision and
+  // list only what needs attention (--verbose: every row). Piped output keeps every row.
+  const everyRow = verbose || !deps.io.isStdoutTTY;
+  const shown = everyRow ? s.decisions : s.decisions.filter((d) => ATTENTION.has(d.decision));
+  if (shown.length) {
+    if (!everyRow) println(deps.io, st.bold('Needs attention'));
     println(
       deps.io,
       await renderTable(
         deps.io,
         ['operation', 'decision', 'rule', 'state', 'why'],
-        s.decisions.map((d) => [printable(d.id), d.decision, d.rule, st.state(d.state), printable(d.explanation)]),
+        shown.map((d) => [printable(d.id), d.decision, d.rule, st.state(d.state), printable(why(d))]),
       ),
     );
   }
-  for (const e of s.errors) info(deps.io, `error: ${printable(e.id)}: ${printable(e.error)}`);
+  if (!everyRow) {
+    const counts = new Map<string, number>();
+    for (const d of s.decisions) counts.set(d.decision, (counts.get(d.decision) ?? 0) + 1);
+    const waits = s.decisions
+      .filter((d) => d.retry_at)
+      .map((d) => d.retry_at!)
+      .sort();
+    const parts = [...counts].map(([k, n]) =>
+      k === 'wait' && waits.length ? `${n} wait (first retry allowed from ${formatTime(waits[0])})` : `${n} ${k}`,
+    );
+    if (parts.length)
+      println(
+        deps.io,
+        `decisions: ${parts.join(' · ')}${s.decisions.length > shown.length ? st.dim('  (--verbose for every row)') : ''}`,
+      );
+  }
+  for (const e of s.errors) info(deps.io, `recon: ${printable(e.id)}: ${printable(e.error)}`);
   if (s.lease_expired.length)
     info(
       deps.io,
       `${s.lease_expired.length} operation(s) not decided: the lease ran out before the decision was written (a slow pass); the next pass decides them: ${s.lease_expired.map(printable).join(' ')}`,
     );
-  const line = `${s.dry_run ? 'dry run: ' : ''}claimed ${s.claimed}: confirmed ${s.confirmed}, failed ${s.failed}, pending ${s.pending}, retried ${s.retried}, escalated ${s.escalated}, waiting ${s.waiting}, unavailable ${s.unavailable} (${s.duration_ms} ms)`;
+  const line = `${s.dry_run ? 'dry run: ' : ''}claimed ${s.claimed}: confirmed ${s.confirmed}, failed ${s.failed}, pending ${s.pending}, retried ${s.retried}, escalated ${s.escalated}, waiting ${s.waiting}, unavailable ${s.unavailable} (${s.duration_ms < 1000 ? `${s.duration_ms}ms` : formatAge(s.duration_ms)})`;
   info(deps.io, line);
+  if (s.unavailable) info(deps.io, st.red(`${s.unavailable} lookup(s) found the provider unavailable: exit 5`));
   if (s.needs_review_total)
     info(deps.io, st.red(`${s.needs_review_total} operation(s) need a human: recon review list`));
 }

@@ -1,13 +1,13 @@
 import type { Command } from 'commander';
 import { UsageError } from '../src/errors.js';
-import { action, parsePositiveInt } from './support/action.js';
+import { action, parsePort } from './support/action.js';
 
 export function register(program: Command): void {
   program
     .command('sandbox')
     .description('start a local provider sandbox (Stripe-compatible or warehouse) for trying recon; Ctrl-C to stop')
     .argument('<kind>', 'stripe or warehouse')
-    .option('--port <n>', 'port (default: a free one)', parsePositiveInt('--port'))
+    .option('--port <n>', 'port (default 0: a free one, printed)', parsePort('--port'))
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .addHelpText(
       'after',
@@ -21,25 +21,41 @@ Example:
     )
     .action(
       action<{ port?: number; host: string }>(async ([kind], opts, deps) => {
-        let close: () => Promise<void>;
-        let lines: string[];
-        if (kind === 'stripe') {
-          const m = await import('../src/sandbox/stripe/server.js');
-          const sb = await m.startStripeSandbox({ port: opts.port ?? 0, host: opts.host });
-          close = () => sb.close();
-          lines = m.stripeSandboxSummary(sb);
-        } else if (kind === 'warehouse') {
-          const m = await import('../src/sandbox/warehouse/server.js');
-          const sb = await m.startWarehouseSandbox({ port: opts.port ?? 0, host: opts.host });
-          close = () => sb.close();
-          lines = m.warehouseSandboxSummary(sb);
-        } else {
+        let close: () => Promise<void> = async () => {};
+        let lines: string[] = [];
+        let url = '';
+        if (kind !== 'stripe' && kind !== 'warehouse')
           throw new UsageError(`<kind>: "${kind}" is not one of stripe, warehouse`);
+        try {
+          if (kind === 'stripe') {
+            const m = await import('../src/sandbox/stripe/server.js');
+            const sb = await m.startStripeSandbox({ port: opts.port ?? 0, host: opts.host });
+            close = () => sb.close();
+            lines = m.stripeSandboxSummary(sb);
+            url = sb.url;
+          } else if (kind === 'warehouse') {
+            const m = await import('../src/sandbox/warehouse/server.js');
+            const sb = await m.startWarehouseSandbox({ port: opts.port ?? 0, host: opts.host });
+            close = () => sb.close();
+            lines = m.warehouseSandboxSummary(sb);
+            url = sb.url;
+          }
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          if (code === 'EADDRINUSE')
+            throw new UsageError(
+              `--port ${opts.port}: port ${opts.port} on ${opts.host} is already taken (another sandbox?); use --port 0 for a free one`,
+            );
+          if (code === 'EACCES' || code === 'EADDRNOTAVAIL')
+            throw new UsageError(`--port ${opts.port} / --host ${opts.host}: cannot listen there (${code})`);
+          throw err;
         }
+        // The chosen port first: with --port 0 it is the one thing a script needs.
+        const port = Number(new URL(url).port);
         // The sandbox's key and webhook secret are fake and printed on purpose (the user exports them),
         // so these lines bypass the redaction that printJson/info apply to everything else.
-        if (deps.globals.json) deps.io.out.write(JSON.stringify({ kind, summary: lines }, null, 2) + '\n');
-        else if (!deps.io.quiet) for (const l of lines) deps.io.err.write(l + '\n');
+        if (deps.globals.json) deps.io.out.write(JSON.stringify({ kind, port, url, summary: lines }, null, 2) + '\n');
+        else if (!deps.io.quiet) for (const l of [`port ${port}`, ...lines]) deps.io.err.write(l + '\n');
         await new Promise<void>((resolve) => {
           process.once('SIGINT', resolve);
           process.once('SIGTERM', resolve);

@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
-import { formatDuration, parseSinceOrDate } from '../src/core/durations.js';
+import { parseSinceOrDate } from '../src/core/durations.js';
 import { AGE_BUCKETS, computeStats, statsPrometheus, type Stats } from '../src/core/stats.js';
 import { UsageError } from '../src/errors.js';
 import { action } from './support/action.js';
+import { formatAge } from './support/format.js';
 import type { Deps } from './support/deps.js';
 import { printJson, println } from './support/io.js';
 import { renderTable } from './support/style.js';
@@ -33,7 +34,7 @@ export function register(program: Command): void {
     );
 }
 
-const secs = (v: number | null) => (v === null ? '-' : formatDuration(v * 1000));
+const secs = (v: number | null) => (v === null ? '-' : v < 1 ? `${Math.round(v * 1000)}ms` : formatAge(v * 1000));
 
 async function render(deps: Deps, s: Stats): Promise<void> {
   println(deps.io, `unresolved: ${s.unresolved_total}`);

@@ -4,10 +4,10 @@ import type { Command } from 'commander';
 import { ingestWebhook, type IngestResult } from '../src/core/webhooks.js';
 import { redact } from '../src/config/redact.js';
 import { parseDuration } from '../src/core/durations.js';
-import { NotFoundError, ReconError, UsageError } from '../src/errors.js';
+import { ReconError, UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
-import { info, printJson, readAll } from './support/io.js';
+import { info, printJson, readAll, warn } from './support/io.js';
 
 export function register(program: Command): void {
   const webhook = program
@@ -33,7 +33,9 @@ export function register(program: Command): void {
           !file || file === '-'
             ? await readAll(deps.io.stdin)
             : await readFile(file, 'utf8').catch((e) => {
-                throw e.code === 'ENOENT' ? new NotFoundError(`${file}: no such file`) : e;
+                throw e.code === 'ENOENT'
+                  ? new UsageError(`${file}: no such file; give an existing FILE, or - for stdin`)
+                  : e;
               });
         const core = await deps.core();
         const provider = await deps.provider(opts.provider);
@@ -120,11 +122,28 @@ async function serve(
   deps: Deps,
 ): Promise<void> {
   const bodyTimeoutMs = parseDuration(opts.bodyTimeout, '--body-timeout');
-  const core = await deps.core();
   const config = await deps.config();
-  const fallback =
-    opts.provider ??
-    Object.entries(config.providers).find(([, p]) => (p as { webhookSecret?: string }).webhookSecret)?.[0];
+  const secretOf = (p: unknown) => (p as { webhookSecret?: string | null }).webhookSecret;
+  // Refuse before listening: every event would be rejected, and Stripe redelivers a rejected
+  // event for three days before giving up on it.
+  if (opts.provider) {
+    const p = config.providers[opts.provider];
+    if (p && p.type === 'stripe' && !secretOf(p))
+      throw new UsageError(
+        `providers.${opts.provider}.webhookSecret: not set; webhook serve refuses to start without it (every event would be rejected). Set it, e.g. "\${STRIPE_WEBHOOK_SECRET}"`,
+      );
+  } else if (!Object.values(config.providers).some((p) => p.type !== 'stripe' || secretOf(p))) {
+    throw new UsageError(
+      'no provider has a webhookSecret: webhook serve refuses to start (every event would be rejected); set providers.NAME.webhookSecret',
+    );
+  }
+  const core = await deps.core();
+  if (core.db.kind === 'pglite')
+    warn(
+      deps.io,
+      'the embedded store is held by this server while it runs: other recon commands get exit 6. Use PostgreSQL (RECON_DB=postgres://…) for a long-running server',
+    );
+  const fallback = opts.provider ?? Object.entries(config.providers).find(([, p]) => secretOf(p))?.[0];
   const server = http.createServer(async (req, res) => {
     const reply = (status: number, body: unknown) => {
       if (res.headersSent) return;

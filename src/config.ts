@@ -2,8 +2,10 @@
  * Loading recon's configuration (SPEC §6): discovery, `${ENV}` substitution, validation into typed
  * values with defaults, and registration of every secret for `redact()`.
  *
- * Discovery: `--config FILE`, else `RECON_CONFIG`, else `./recon.config.json` when present, else
- * none; without a file, a provider `stripe` exists when `STRIPE_API_KEY` is set.
+ * Discovery: `--config FILE`, else `RECON_CONFIG`, else the nearest `recon.config.json` in the
+ * current directory or a parent (like git's `.git`), else `$XDG_CONFIG_HOME/recon/config.json`
+ * (default `~/.config/recon/config.json`), else none; without a file, a provider `stripe` exists
+ * when `STRIPE_API_KEY` is set.
  */
 import { readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
@@ -64,8 +66,24 @@ function discover({ flag, env, cwd }: LoadConfigOptions): Found | null {
   if (flag !== undefined && flag !== '') return { path: path.resolve(cwd, flag), source: '--config' };
   const fromEnv = env['RECON_CONFIG'];
   if (fromEnv !== undefined && fromEnv !== '') return { path: path.resolve(cwd, fromEnv), source: 'RECON_CONFIG' };
-  const local = path.join(cwd, DEFAULT_CONFIG_FILE);
-  return existsSync(local) ? { path: local, source: DEFAULT_CONFIG_FILE } : null;
+  for (let dir = path.resolve(cwd); ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, DEFAULT_CONFIG_FILE);
+    if (existsSync(candidate)) return { path: candidate, source: DEFAULT_CONFIG_FILE };
+    if (path.dirname(dir) === dir) break;
+  }
+  const user = userConfigPath(env);
+  return user && existsSync(user) ? { path: user, source: user } : null;
+}
+
+/** `$XDG_CONFIG_HOME/recon/config.json`, default `~/.config/recon/config.json`. */
+export function userConfigPath(env: Env): string | null {
+  const base = env['XDG_CONFIG_HOME'] || (env['HOME'] ? path.join(env['HOME'], '.config') : '');
+  return base ? path.join(base, 'recon', 'config.json') : null;
+}
+
+/** Where the config would be found (for `recon doctor`), without reading it. */
+export function configLocation(options: LoadConfigOptions): string | null {
+  return discover(options)?.path ?? null;
 }
 
 function displayPath(file: string, cwd: string): string {

@@ -43,6 +43,11 @@ export class StoreLockedError extends ReconError {
   override readonly exitCode = 6;
 }
 
+/** Exit 130: a person interrupted (Ctrl-C at a prompt). */
+export class CancelledError extends ReconError {
+  override readonly exitCode = 130;
+}
+
 /** A worker's lease was lost (expired and/or claimed by another worker): its result must not be written. */
 export class LeaseLostError extends ReconError {
   override readonly exitCode = 4;

@@ -245,4 +245,9 @@ export interface Decision {
   link?: ProviderTxn[];
   /** Human-readable explanation. */
   explanation: string;
+  /**
+   * `not_found.window` (wait): when the window ends, counted from the first `not_found` of the
+   * current streak (SPEC §4); from then a lookup that still finds nothing may retry.
+   */
+  retry_at?: Date;
 }

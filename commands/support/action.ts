@@ -3,10 +3,16 @@ import { createDeps, type Deps, type GlobalOptions } from './deps.js';
 import { systemIO } from './io.js';
 
 /** Set by `bin/main.ts` in tests to swap dependencies; production builds them from the process. */
-export let depsFactory: (globals: GlobalOptions) => Deps = (globals) =>
-  createDeps(systemIO({ color: globals.color, quiet: globals.quiet, json: globals.json, env: process.env }), globals);
+export let depsFactory: (globals: GlobalOptions, command: string) => Deps = (globals, command) =>
+  createDeps(
+    systemIO({ color: globals.color, quiet: globals.quiet, json: globals.json, env: process.env }),
+    globals,
+    process.env,
+    process.cwd(),
+    command,
+  );
 
-export function setDepsFactory(f: (globals: GlobalOptions) => Deps): void {
+export function setDepsFactory(f: (globals: GlobalOptions, command: string) => Deps): void {
   depsFactory = f;
 }
 
@@ -26,8 +32,12 @@ export function action<O>(handler: (args: string[], opts: O, deps: Deps) => Prom
       .slice(0, -2)
       .flat()
       .filter((a): a is string => typeof a === 'string');
-    const deps = depsFactory(globals);
+    const path = commandPath(command);
+    const deps = depsFactory(globals, path);
     try {
+      // A bad config file is exit 2 for every command, before any work (and even with nothing
+      // to do): a cron job must hear about it on the first run, not on the first operation.
+      if (!NO_CONFIG.includes(path)) await deps.config();
       const code = await handler(args, opts, deps);
       outcome.exitCode = typeof code === 'number' ? code : 0;
     } finally {
@@ -36,12 +46,33 @@ export function action<O>(handler: (args: string[], opts: O, deps: Deps) => Prom
   };
 }
 
+/** Commands that never read the config (or, like `doctor`, report a bad one themselves). */
+const NO_CONFIG = ['init', 'sandbox', 'completion', 'doctor'];
+
+/** `ops list` for the `list` subcommand of `ops`. */
+function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = command; c?.parent; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
+
 /** Commander value parsers that fail as usage errors naming the flag. */
 export function parsePositiveInt(flag: string) {
   return (value: string): number => {
     const n = Number(value);
     if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) {
       throw new InvalidArgumentError(`${flag}: "${value}" is not a positive integer`);
+    }
+    return n;
+  };
+}
+
+/** A TCP port, 0 (a free one, chosen by the system) to 65535. */
+export function parsePort(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n > 65535) {
+      throw new InvalidArgumentError(`${flag}: "${value}" is not a port; use 1-65535, or 0 for a free one`);
     }
     return n;
   };

@@ -18,6 +18,9 @@ export interface GlobalOptions {
   quiet: boolean;
 }
 
+/** The commands that may create a new embedded store (SPEC §5); every other one finds it or fails (exit 6). */
+export const STORE_CREATORS = ['init', 'ops record', 'mcp', 'demo'];
+
 /**
  * Everything a command needs, built lazily (cli/cli's factory): `recon --version` loads no
  * store, no SDK, no config. Tests swap any part.
@@ -55,6 +58,8 @@ export function createDeps(
   globals: GlobalOptions,
   env: NodeJS.ProcessEnv = process.env,
   cwd = process.cwd(),
+  /** The command path (`ops list`): decides whether a missing embedded store may be created. */
+  command = '',
 ): Deps {
   let config: Promise<LoadedConfig> | undefined;
   let store: Promise<Db> | undefined;
@@ -72,13 +77,37 @@ export function createDeps(
     },
     store(opts) {
       store ??= (async () => {
-        const { resolveStoreUrl, openStore } = await import('../../src/store/open.js');
+        const { openStore } = await import('../../src/store/open.js');
+        const { chooseStore } = await import('../../src/store/discover.js');
+        const { existsSync } = await import('node:fs');
         // The config file is only read for `db` when no flag or variable decides the store.
-        const explicit = globals.db ?? env.RECON_DB ?? env.DATABASE_URL;
-        const url = explicit
-          ? resolveStoreUrl({ flag: globals.db, env })
-          : resolveStoreUrl({ env, configDb: (await deps.config()).db });
-        return openStore(url, opts);
+        const explicit = globals.db || env.RECON_DB || env.DATABASE_URL;
+        const config = explicit ? undefined : await deps.config();
+        const create = STORE_CREATORS.includes(command);
+        const choice = chooseStore({
+          flag: globals.db,
+          env,
+          configDb: config?.db,
+          configPath: config?.path,
+          cwd,
+          create,
+        });
+        const isNew = choice.folder !== undefined && !existsSync(choice.folder);
+        // A store named explicitly (--db, RECON_DB, DATABASE_URL, config `db`) is the user's
+        // choice and is created on first use, as before; only the discovered default is never
+        // created by a command that merely reads (chooseStore threw above: exit 6).
+        const db = await openStore(choice.url, opts).catch(async (err) => {
+          const { StoreLockedError } = await import('../../src/errors.js');
+          if (err instanceof StoreLockedError && choice.folder && /locked by/.test(err.message))
+            throw new StoreLockedError(
+              `${err.message}. If that is a long-running server (recon webhook serve, recon mcp), the embedded ` +
+                'store allows one process at a time: use PostgreSQL (RECON_DB=postgres://…) for a server beside other commands',
+              { cause: err },
+            );
+          throw err;
+        });
+        if (isNew && create && !io.quiet) io.err.write(`created a new recon store at ${choice.folder}\n`);
+        return db;
       })();
       return store;
     },
@@ -100,7 +129,16 @@ export function createDeps(
       if (globals.yes) return true;
       if (!io.canPrompt) throw new UsageError('--yes is required when not running interactively');
       const { confirm } = await import('@inquirer/prompts');
-      return confirm({ message, default: false }, { output: io.err as NodeJS.WritableStream });
+      try {
+        return await confirm({ message, default: false }, { output: io.err as NodeJS.WritableStream });
+      } catch (err) {
+        // Ctrl-C at the prompt: inquirer's "User force closed the prompt" is an interruption, exit 130.
+        if ((err as Error).name === 'ExitPromptError' || (err as Error).name === 'AbortPromptError') {
+          const { CancelledError } = await import('../../src/errors.js');
+          throw new CancelledError('cancelled', { cause: err });
+        }
+        throw err;
+      }
     },
     async close() {
       for (const p of providers.values()) {

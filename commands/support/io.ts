@@ -17,6 +17,8 @@ export interface IO {
   color: boolean;
   quiet: boolean;
   stdin: NodeJS.ReadableStream;
+  /** Width of the terminal (stdout's, else COLUMNS, else 80): tables wrap to it. */
+  columns?: number;
 }
 
 export function systemIO(opts: { color: boolean; quiet: boolean; json: boolean; env: NodeJS.ProcessEnv }): IO {
@@ -32,6 +34,7 @@ export function systemIO(opts: { color: boolean; quiet: boolean; json: boolean; 
     color: isStdoutTTY && opts.color && !noColor && !opts.json,
     quiet: opts.quiet,
     stdin: process.stdin,
+    columns: process.stdout.columns || Number(opts.env.COLUMNS) || 80,
   };
 }
 

@@ -46,6 +46,8 @@ export interface DecisionJson {
   review_reason?: string;
   provider_txn_ids?: string[];
   attempt?: number;
+  /** A wait: when a retry may be allowed (ISO time). */
+  retry_at?: string;
 }
 
 export type Applied = { ok: true; json: DecisionJson } | { ok: false; error: Error };
@@ -59,6 +61,7 @@ export function decisionJson(id: string, d: Decision): DecisionJson {
     explanation: d.explanation,
     ...(d.review_reason ? { review_reason: d.review_reason } : {}),
     ...(d.link?.length ? { provider_txn_ids: d.link.map((t) => t.provider_id) } : {}),
+    ...(d.retry_at ? { retry_at: d.retry_at.toISOString() } : {}),
   };
 }
 
@@ -78,6 +81,7 @@ function txnSummary(t: LookupResult['matches'][number]) {
     amount: t.amount,
     currency: t.currency,
     operation_id: t.operation_id,
+    created: t.created ? t.created.toISOString() : null,
   };
 }
 

@@ -93,7 +93,7 @@ export async function reconcileOne(
 }
 
 /** Expired-lease recovery (SPEC §3): a `submitting` left by a crashed worker becomes outcome_unknown, never failed. */
-async function expireLease(ctx: CoreContext, claimed: Operation, owner: string): Promise<Operation> {
+export async function expireLease(ctx: CoreContext, claimed: Operation, owner: string): Promise<Operation> {
   return ctx.db.transaction(
     async (tx) =>
       (

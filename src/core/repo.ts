@@ -53,6 +53,8 @@ export interface ListFilter {
   /** Only operations created before this instant. */
   createdBefore?: Date;
   clientReference?: string;
+  /** Cursor: only operations listed after this one (newest first). */
+  after?: string;
   limit: number;
 }
 
@@ -63,6 +65,31 @@ const UNRESOLVED_SQL = `state IN ('submitting', 'pending', 'outcome_unknown', 'n
  * as the partial index's own so the planner can use `operations_unresolved_idx`.
  */
 export async function listOperations(q: Queryable, f: ListFilter): Promise<Operation[]> {
+  const { where, params } = filterSql(f);
+  if (f.after) {
+    // Cursor paging (`--after ID`): the rows after that operation in this order, stable while new
+    // operations arrive at the top.
+    params.push(f.after);
+    where.push(`(created_at, id) < (SELECT created_at, id FROM recon.operations WHERE id = $${params.length}::text)`);
+  }
+  params.push(f.limit);
+  const sql = `SELECT * FROM recon.operations ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
+               ORDER BY created_at DESC, id DESC LIMIT $${params.length}::int`;
+  const r = await q.query(sql, params);
+  return r.rows.map(rowToOperation);
+}
+
+/** How many operations match the filter, whatever its limit and cursor: "showing 50 of 151". */
+export async function countOperations(q: Queryable, f: Omit<ListFilter, 'limit' | 'after'>): Promise<number> {
+  const { where, params } = filterSql(f);
+  const r = await q.query<{ n: number | string }>(
+    `SELECT count(*)::int AS n FROM recon.operations ${where.length ? 'WHERE ' + where.join(' AND ') : ''}`,
+    params,
+  );
+  return Number(r.rows[0]?.n ?? 0);
+}
+
+function filterSql(f: Omit<ListFilter, 'limit' | 'after'>): { where: string[]; params: unknown[] } {
   const where: string[] = [];
   const params: unknown[] = [];
   const unresolved = ['submitting', 'pending', 'outcome_unknown', 'needs_review'];
@@ -89,11 +116,7 @@ export async function listOperations(q: Queryable, f: ListFilter): Promise<Opera
     params.push(f.clientReference);
     where.push(`client_reference = $${params.length}::text`);
   }
-  params.push(f.limit);
-  const sql = `SELECT * FROM recon.operations ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
-               ORDER BY created_at DESC, id DESC LIMIT $${params.length}::int`;
-  const r = await q.query(sql, params);
-  return r.rows.map(rowToOperation);
+  return { where, params };
 }
 
 /** The provider transaction ids linked to each operation, for the JSON shape's `provider_txn_ids`. */

@@ -177,11 +177,15 @@ export function decide(input: RuleInput): Decision {
 
 function decideNotFound(input: RuleInput): Decision {
   const { operation: op, capabilities: caps, now } = input;
-  const notFoundFor = now.getTime() - streakStart(input).getTime();
+  const start = streakStart(input);
+  const notFoundFor = now.getTime() - start.getTime();
   const lasted = `not found for ${formatDuration(notFoundFor)}`;
   const window = `window ${formatDuration(caps.uncertaintyWindowMs)}`;
   if (!(notFoundFor >= caps.uncertaintyWindowMs)) {
-    return stay('wait', RULES.window, op.state, `${lasted}, ${window}: waiting`);
+    // The window counts from the first not_found of the current streak, not from the attempt: a
+    // lookup made long after the attempt still waits a whole window (delayed indexing).
+    const retryAt = new Date(start.getTime() + caps.uncertaintyWindowMs);
+    return { ...stay('wait', RULES.window, op.state, `${lasted}, ${window}: waiting`), retry_at: retryAt };
   }
   // The provider once reported this operation pending; its vanishing is a contradiction a retry
   // cannot settle (it might create a second one once the key has expired), so a human looks.

@@ -1,0 +1,40 @@
+import type { Command } from 'commander';
+import { action } from './support/action.js';
+import { printJson, println } from './support/io.js';
+import { styleFor } from './support/style.js';
+
+export function register(program: Command): void {
+  program
+    .command('doctor')
+    .description(
+      'check the store, the config, each provider (key, rate limit, clock) and webhook secrets; say what to fix',
+    )
+    .addHelpText(
+      'after',
+      "\nExits non-zero when a check fails (the code of the first failure).\n\nExample:\n  $ recon doctor\n  $ recon doctor --json | jq '.checks[] | select(.ok | not)'",
+    )
+    .action(
+      action(async (_a, _o, deps) => {
+        const { runDoctor } = await import('../src/core/doctor.js');
+        const checks = await runDoctor({
+          env: deps.env,
+          cwd: deps.cwd,
+          configFlag: deps.globals.config,
+          dbFlag: deps.globals.db,
+          now: deps.now,
+        });
+        const failed = checks.filter((c) => !c.ok && !c.warn);
+        const { redact } = await import('../src/config.js');
+        if (deps.globals.json) printJson(deps.io, { ok: failed.length === 0, checks });
+        else {
+          const s = await styleFor(deps.io);
+          for (const c of checks) {
+            const mark = c.ok ? s.green('ok  ') : c.warn ? s.yellow('warn') : s.red('FAIL');
+            println(deps.io, redact(`${mark}  ${c.name}: ${c.detail}`));
+            if (!c.ok && c.fix) println(deps.io, `      fix: ${c.fix}`);
+          }
+        }
+        return failed.length ? (failed[0]!.exit_code ?? 1) : 0;
+      }),
+    );
+}

@@ -1,0 +1,175 @@
+/**
+ * Issue 11, "what users of gh, stripe and temporal CLIs expect": shell completion, `recon doctor`,
+ * `recon init` with a webhook secret and next steps, `webhook serve` refusing to run blind and its
+ * lock message on the embedded store, `ops list --csv` and `--after` paging.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
+import { cleanEnv } from '../support/cli.js';
+import { configDir, recon, RECON_BIN, refund, removeTempDirs, STRIPE_ENV, tempDir } from './oncall-support.js';
+
+// Child processes on a shared, loaded machine: generous timeouts.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 240_000 });
+
+let sandbox: StripeSandbox;
+const env = STRIPE_ENV;
+beforeAll(async () => {
+  sandbox = await startStripeSandbox({ apiKey: env.STRIPE_API_KEY, webhookSecret: env.STRIPE_WEBHOOK_SECRET });
+});
+afterAll(async () => {
+  await sandbox?.close();
+  removeTempDirs();
+});
+const ndjson = (ops: unknown[]) => ops.map((o) => JSON.stringify(o)).join('\n') + '\n';
+
+describe('recon completion', () => {
+  it('bash: the script completes subcommands and options', async () => {
+    const r = await recon(['completion', 'bash']);
+    expect(r.code, r.stderr).toBe(0);
+    const file = path.join(tempDir(), 'recon.bash');
+    fs.writeFileSync(file, r.stdout);
+    const complete = (...words: string[]) =>
+      execFileSync(
+        'bash',
+        [
+          '-c',
+          `source ${file}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _recon; echo "\${COMPREPLY[@]}"`,
+        ],
+        { encoding: 'utf8' },
+      ).trim();
+    expect(complete('recon', 'loo')).toBe('lookup');
+    expect(complete('recon', 'ops', 'l')).toBe('list');
+    expect(complete('recon', '--json', 'ops', 'list', '--unr')).toBe('--unresolved');
+    expect(complete('recon', 'review', 'l')).toBe('list');
+  });
+
+  it('zsh and fish scripts, and an unknown shell is a usage error', async () => {
+    expect((await recon(['completion', 'zsh'])).stdout).toMatch(/^#compdef recon/);
+    const fish = await recon(['completion', 'fish']);
+    expect(fish.stdout).toContain(
+      "complete -c recon -n '__fish_seen_subcommand_from ops; and __fish_seen_subcommand_from list' -l unresolved",
+    );
+    expect((await recon(['completion', 'tcsh'])).code).toBe(2);
+  });
+});
+
+describe('recon doctor', () => {
+  it('passes on a ready machine: store, config, key, rate limit, clock, webhook secret', async () => {
+    const dir = configDir(sandbox.url);
+    expect((await recon(['ops', 'record', '-'], { cwd: dir, env, input: ndjson([refund('refund:doc_1')]) })).code).toBe(
+      0,
+    );
+    const r = await recon(['doctor'], { cwd: dir, env });
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^ok +config: /m);
+    expect(r.stdout).toMatch(/^ok +store: .*schema version \d+ of \d+/m);
+    expect(r.stdout).toMatch(
+      /^ok +provider stripe: key valid, reachable \(HTTP 200\); rate limit 200\/s.*clock skew -?\ds/m,
+    );
+    expect(r.stdout).toMatch(/^ok +provider stripe: webhook secret: set/m);
+    expect(r.stdout).not.toContain(env.STRIPE_API_KEY);
+  });
+
+  it('fails with what to fix: a refused key, a missing store, a missing secret', async () => {
+    const dir = configDir(sandbox.url, { webhookSecret: undefined });
+    const r = await recon(['doctor', '--json'], { cwd: dir, env: { STRIPE_API_KEY: 'sk_test_wrong' } });
+    expect(r.code).not.toBe(0);
+    const failed = r.json.checks.filter((c: { ok: boolean }) => !c.ok);
+    const names = failed.map((c: { name: string }) => c.name);
+    expect(names).toEqual(expect.arrayContaining(['store', 'provider stripe', 'provider stripe: webhook secret']));
+    const store = failed.find((c: { name: string }) => c.name === 'store');
+    expect(store.fix).toContain('recon init');
+    const key = failed.find((c: { name: string }) => c.name === 'provider stripe');
+    expect(key.detail).toContain('401');
+    expect(r.stdout).not.toContain('sk_test_wrong');
+  });
+});
+
+describe('recon init', () => {
+  it('writes webhookSecret and prints the next steps', async () => {
+    const dir = tempDir();
+    const r = await recon(['init'], { cwd: dir });
+    expect(r.code, r.stderr).toBe(0);
+    const config = JSON.parse(fs.readFileSync(path.join(dir, 'recon.config.json'), 'utf8'));
+    expect(config.providers.stripe.webhookSecret).toBe('${STRIPE_WEBHOOK_SECRET}');
+    expect(r.stderr).toContain('Next steps:');
+    expect(r.stderr).toContain('recon doctor');
+  });
+});
+
+describe('recon webhook serve', () => {
+  const freePort = async () => {
+    const s = net.createServer();
+    await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+    const port = (s.address() as net.AddressInfo).port;
+    await new Promise((resolve) => s.close(resolve));
+    return port;
+  };
+
+  it('refuses to start when the provider has no webhook secret', async () => {
+    const dir = configDir(sandbox.url, { webhookSecret: undefined });
+    const r = await recon(['webhook', 'serve', '--port', String(await freePort()), '--provider', 'stripe'], {
+      cwd: dir,
+      env,
+    });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/webhookSecret: not set; webhook serve refuses to start/);
+  });
+
+  it('on the embedded store, the lock message of another command says to use PostgreSQL', async () => {
+    const dir = configDir(sandbox.url);
+    expect((await recon(['ops', 'record', '-'], { cwd: dir, env, input: ndjson([refund('refund:wh_1')]) })).code).toBe(
+      0,
+    );
+    const serve = spawn(process.execPath, [RECON_BIN, 'webhook', 'serve', '--port', String(await freePort())], {
+      cwd: dir,
+      env: cleanEnv(env),
+    });
+    try {
+      let err = '';
+      await new Promise<void>((resolve, reject) => {
+        serve.stderr.on('data', (d) => {
+          err += d;
+          if (err.includes('listening on')) resolve();
+        });
+        serve.on('close', () => reject(new Error(`webhook serve ended: ${err}`)));
+      });
+      expect(err).toMatch(/use PostgreSQL/i);
+      const list = await recon(['ops', 'list'], { cwd: dir, env });
+      expect(list.code).toBe(6);
+      expect(list.stderr).toMatch(/locked by pid \d+.*use PostgreSQL \(RECON_DB=postgres:\/\/…\) for a server/);
+    } finally {
+      serve.kill('SIGINT');
+    }
+  });
+});
+
+describe('ops list paging and CSV', () => {
+  it('--after ID gives the next page; --csv gives one row per operation', async () => {
+    const dir = tempDir();
+    const ops = Array.from({ length: 5 }, (_, i) => refund(`refund:page_${i}`, { approval: undefined }));
+    expect((await recon(['ops', 'record', '-'], { cwd: dir, env, input: ndjson(ops) })).code).toBe(0);
+    const first = await recon(['ops', 'list', '--limit', '2', '--json'], { cwd: dir });
+    expect(first.json.total).toBe(5);
+    const second = await recon(['ops', 'list', '--limit', '2', '--after', first.json.next_after, '--json'], {
+      cwd: dir,
+    });
+    const third = await recon(['ops', 'list', '--limit', '2', '--after', second.json.next_after, '--json'], {
+      cwd: dir,
+    });
+    const ids = [first, second, third].flatMap((r) => r.json.operations.map((o: { id: string }) => o.id));
+    expect(new Set(ids).size).toBe(5);
+    expect(third.json.next_after).toBeNull();
+    const csv = await recon(['ops', 'list', '--csv'], { cwd: dir });
+    const lines = csv.stdout.trim().split('\n');
+    expect(lines[0]).toBe(
+      'id,provider,action,state,amount,currency,attempt_count,client_reference,created_at,updated_at,provider_txn_ids,review_reason',
+    );
+    expect(lines).toHaveLength(6);
+    expect(lines[1]).toMatch(/^refund:page_\d,stripe,refund,proposed,1999,usd,0,/);
+  });
+});

@@ -1,0 +1,132 @@
+/**
+ * Helpers for the on-call tests (issue 11): the built CLI as a child process, piped or under a
+ * pseudo-terminal (`script -q`, util-linux), in throw-away directories with their own embedded store.
+ * RECON_BIN runs them against another build (to show a test failed before its fix).
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { BIN, cleanEnv, collect, type CliOptions, type CliResult } from '../support/cli.js';
+
+export const RECON_BIN = process.env.RECON_BIN || BIN;
+
+const dirs: string[] = [];
+export function tempDir(prefix = 'recon-oncall-'): string {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), prefix)));
+  dirs.push(dir);
+  return dir;
+}
+export function removeTempDirs(): void {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+}
+
+/** Runs recon piped (no TTY): what cron and scripts see. */
+export function recon(args: string[], opts: CliOptions = {}): Promise<CliResult> {
+  const child = spawn(process.execPath, [RECON_BIN, ...args], {
+    cwd: opts.cwd,
+    env: cleanEnv({ XDG_CONFIG_HOME: path.join(os.tmpdir(), 'recon-oncall-no-xdg'), ...opts.env }),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  return collect(child, opts);
+}
+
+export interface TtyResult {
+  code: number | null;
+  /** Everything the terminal showed (stdout and stderr together), CRs removed. */
+  screen: string;
+}
+
+/**
+ * Runs recon under a pseudo-terminal of `cols` columns: stdin, stdout and stderr are a TTY.
+ * `keys` are typed once the screen matches `waitFor` (e.g. "\u0003", Ctrl-C, at a prompt).
+ */
+export function reconTty(
+  args: string[],
+  opts: {
+    cwd?: string;
+    env?: Record<string, string | undefined>;
+    cols?: number;
+    keys?: string;
+    /** Type `keys` once the screen shows this (e.g. a prompt's "(y/N)"). */
+    waitFor?: RegExp;
+  } = {},
+): Promise<TtyResult> {
+  const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  const cmd = `stty cols ${opts.cols ?? 100} rows 50; ${quote(process.execPath)} ${quote(RECON_BIN)} ${args.map(quote).join(' ')}`;
+  const env = cleanEnv({ TERM: 'xterm', XDG_CONFIG_HOME: path.join(os.tmpdir(), 'recon-oncall-no-xdg'), ...opts.env });
+  delete env.NO_COLOR;
+  if (opts.env && 'NO_COLOR' in opts.env && opts.env.NO_COLOR !== undefined) env.NO_COLOR = opts.env.NO_COLOR;
+  return new Promise((resolve, reject) => {
+    const child = spawn('script', ['-q', '-e', '-c', cmd, '/dev/null'], {
+      cwd: opts.cwd,
+      env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    // Decoded as a stream: a box-drawing character split across two chunks stays one character.
+    child.stdout.setEncoding('utf8');
+    child.stderr.setEncoding('utf8');
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('error', reject);
+    let typed = false;
+    const type = () => {
+      if (typed || opts.keys === undefined || !opts.waitFor?.test(plain(out))) return;
+      typed = true;
+      child.stdin.write(opts.keys);
+    };
+    child.stdout.on('data', type);
+    child.stderr.on('data', type);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, screen: out.replace(/\r/g, '') });
+    });
+  });
+}
+
+/** Strips colour and cursor escape codes from a captured screen. */
+export function plain(screen: string): string {
+  // eslint-disable-next-line no-control-regex
+  return screen.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '').replace(/\u001b\][^\u0007]*\u0007/g, '');
+}
+
+export function hasScript(): boolean {
+  return spawnSync('script', ['--version']).status === 0;
+}
+
+export const refund = (id: string, over: Record<string, unknown> = {}) => ({
+  id,
+  provider: 'stripe',
+  action: 'refund',
+  payload: { payment_intent: 'pi_1', amount: 1999, currency: 'usd' },
+  client_reference: id.replace(/^refund:/, ''),
+  approval: 'TICKET-1',
+  ...over,
+});
+
+/** A directory with a config pointing a `stripe` provider at `apiBase` and a short window. */
+export function configDir(apiBase: string, over: Record<string, unknown> = {}, dir = tempDir()): string {
+  fs.writeFileSync(
+    path.join(dir, 'recon.config.json'),
+    JSON.stringify({
+      providers: {
+        stripe: {
+          type: 'stripe',
+          apiKey: '${STRIPE_API_KEY}',
+          apiBase,
+          webhookSecret: '${STRIPE_WEBHOOK_SECRET}',
+          uncertaintyWindow: '1s',
+          timeout: '2s',
+          lease: '4s',
+          rateLimit: 200,
+          ...over,
+        },
+      },
+    }),
+  );
+  return dir;
+}
+
+export const STRIPE_ENV = { STRIPE_API_KEY: 'sk_test_sandbox', STRIPE_WEBHOOK_SECRET: 'whsec_test_oncall' };

@@ -1,0 +1,197 @@
+/**
+ * Issue 11, "output a person can read", under a pseudo-terminal (`script -q`) where it is about a
+ * terminal and piped where it is about scripts: tables that fit the window, a run summarised by
+ * decision, amounts in major units, Ctrl-C at a prompt, one error prefix, usage exit codes.
+ */
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
+import { cleanEnv } from '../support/cli.js';
+import {
+  configDir,
+  hasScript,
+  plain,
+  recon,
+  RECON_BIN,
+  reconTty,
+  refund,
+  removeTempDirs,
+  STRIPE_ENV,
+} from './oncall-support.js';
+
+// Child processes on a shared, loaded machine: generous timeouts.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 240_000 });
+
+let sandbox: StripeSandbox;
+let dir: string;
+let pi: string;
+let dashboardRefund: string;
+const env = STRIPE_ENV;
+const run = (args: string[], input?: string) => recon(args, { cwd: dir, env, input });
+const tty = (args: string[], o: Parameters<typeof reconTty>[1] = {}) => reconTty(args, { cwd: dir, env, ...o });
+const ndjson = (ops: unknown[]) => ops.map((o) => JSON.stringify(o)).join('\n') + '\n';
+
+beforeAll(async () => {
+  expect(hasScript(), 'util-linux `script` is needed for the terminal tests').toBe(true);
+  sandbox = await startStripeSandbox({ apiKey: env.STRIPE_API_KEY, webhookSecret: env.STRIPE_WEBHOOK_SECRET });
+  dir = configDir(sandbox.url, { uncertaintyWindow: '1s' });
+  pi = sandbox.seedPaymentIntent({ amount: 100_000, currency: 'usd' }).payment_intent;
+  dashboardRefund = sandbox.seedRefund({ payment_intent: pi, amount: 4242, currency: 'usd' }).id;
+  // Three refunds committed at Stripe whose responses were lost, and one next to a dashboard refund.
+  const ops = [
+    ...[1, 2, 3].map((n) =>
+      refund(`refund:ord_30${n}_with_a_rather_long_identifier_for_wrapping`, {
+        payload: { payment_intent: pi, amount: 2599, currency: 'usd' },
+      }),
+    ),
+    refund('refund:ord_399', { payload: { payment_intent: pi, amount: 4242, currency: 'usd' } }),
+  ];
+  expect((await run(['ops', 'record', '-'], ndjson(ops))).code).toBe(0);
+  sandbox.faults.inject({ kind: 'commit_then_drop' }, { times: 6 });
+  for (const op of ops.slice(0, 3))
+    expect((await run(['ops', 'submit', op.id, '--json'])).json.state).toBe('outcome_unknown');
+  sandbox.faults.clear();
+  sandbox.faults.inject({ kind: 'drop_before_commit' }, { times: 3 });
+  expect((await run(['ops', 'submit', 'refund:ord_399', '--json'])).json.state).toBe('outcome_unknown');
+  sandbox.faults.clear();
+  // A yen refund for the amounts test (yen has no minor unit).
+  expect(
+    (
+      await run(
+        ['ops', 'record', '-'],
+        JSON.stringify(
+          refund('refund:ord_jpy', {
+            approval: undefined,
+            payload: { payment_intent: pi, amount: 1000, currency: 'jpy' },
+          }),
+        ),
+      )
+    ).code,
+  ).toBe(0);
+}, 240_000);
+afterAll(async () => {
+  await sandbox?.close();
+  removeTempDirs();
+});
+
+/** The lines of a captured screen that belong to a box-drawn table. */
+function tableLines(screen: string): string[] {
+  return plain(screen)
+    .split('\n')
+    .filter((l) => /^[┌│├└]/.test(l));
+}
+
+describe('tables on a terminal', () => {
+  it('have no rule between rows, wrap to the terminal width and never break the box', async () => {
+    const r = await tty(['ops', 'list'], { cols: 72 });
+    expect(r.code, r.screen).toBe(0);
+    const lines = tableLines(r.screen);
+    expect(lines.length).toBeGreaterThan(6);
+    for (const l of lines) {
+      expect([...l].length, l).toBeLessThanOrEqual(72);
+      expect(l, l).toMatch(/^[┌│├└].*[┐│┤┘]$/);
+    }
+    expect(lines.filter((l) => l.startsWith('├'))).toHaveLength(1); // only under the header
+    const widths = new Set(lines.map((l) => [...l].length));
+    expect(widths.size).toBe(1);
+  });
+});
+
+describe('recon run on a terminal', () => {
+  it('summarises by decision and lists only what needs attention; --verbose lists every row', async () => {
+    const summary = await tty(['run', '--dry-run'], { cols: 120 });
+    expect(summary.code, summary.screen).toBe(0);
+    const screen = plain(summary.screen);
+    expect(screen).toMatch(/decisions: .*3 confirm/);
+    expect(screen).toMatch(/1 review/);
+    expect(screen).toContain('refund:ord_399');
+    expect(screen).not.toContain('refund:ord_301');
+    const verbose = plain((await tty(['run', '--dry-run', '--verbose'], { cols: 200 })).screen);
+    expect(verbose).toContain('refund:ord_301');
+    expect(verbose).toContain('refund:ord_399');
+  });
+});
+
+describe('amounts', () => {
+  it('are shown in major units with the currency; JSON keeps minor units', async () => {
+    const list = await run(['ops', 'list']);
+    expect(list.stdout).toContain('25.99 USD');
+    expect(list.stdout).toContain('1,000 JPY');
+    const json = await run(['ops', 'list', '--json']);
+    const jpy = json.json.operations.find((o: { id: string }) => o.id === 'refund:ord_jpy');
+    expect(jpy).toMatchObject({ amount: 1000, currency: 'jpy' });
+  });
+
+  it('ages are short: 56s, 13m, 2h 5m', async () => {
+    const list = await run(['ops', 'list']);
+    const ages = list.stdout
+      .split('\n')
+      .slice(1)
+      .filter(Boolean)
+      .map((l) => /\s(\d+s|\d+m|\d+h( \d+m)?)\s/.exec(l)?.[1]);
+    expect(
+      ages.every((a) => a !== undefined),
+      list.stdout,
+    ).toBe(true);
+  });
+});
+
+describe('a prompt', () => {
+  it('Ctrl-C at a confirmation exits 130 with "cancelled"', async () => {
+    expect((await run(['run'])).code).toBe(8); // refund:ord_399 → needs_review (ambiguous)
+    const r = await tty(['attach', 'refund:ord_399', dashboardRefund], { keys: '\u0003', waitFor: /\(y\/N\)/ });
+    expect(plain(r.screen)).toMatch(/Attach .* 42\.42 USD/);
+    expect(plain(r.screen)).toContain('recon: cancelled');
+    expect(plain(r.screen)).not.toContain('User force closed');
+    expect(r.code).toBe(130);
+    expect((await run(['ops', 'show', 'refund:ord_399', '--json'])).json.operation.state).toBe('needs_review');
+  });
+});
+
+describe('errors', () => {
+  it('have one prefix, recon:', async () => {
+    for (const args of [['ops', 'list', '--bogus'], ['frobnicate'], ['ops', 'show', 'nope:1']]) {
+      const r = await run(args);
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toMatch(/^recon: /);
+      expect(r.stderr).not.toMatch(/^error:/m);
+    }
+  });
+
+  it('a missing input file is exit 2, not 3', async () => {
+    const rec = await run(['ops', 'record', 'no-such-file.json']);
+    expect(rec.code).toBe(2);
+    expect(rec.stderr).toMatch(/^recon: no-such-file\.json: no such file/);
+    const ingest = await run(['webhook', 'ingest', 'no-such-event.json', '--provider', 'stripe']);
+    expect(ingest.code).toBe(2);
+  });
+
+  it('sandbox on a taken port says so and suggests --port 0, which prints the chosen port', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      const r = await recon(['sandbox', 'stripe', '--port', String(port)]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`port ${port} on 127.0.0.1 is already taken`);
+      expect(r.stderr).toContain('--port 0');
+      expect(r.stderr).not.toContain('EADDRINUSE');
+    } finally {
+      blocker.close();
+    }
+    const child = spawn(process.execPath, [RECON_BIN, 'sandbox', 'stripe', '--port', '0'], { env: cleanEnv() });
+    let err = '';
+    const chosen = await new Promise<string>((resolve) => {
+      child.stderr.on('data', (d) => {
+        err += d;
+        const m = /^port (\d+)$/m.exec(err);
+        if (m && err.includes('listening on')) resolve(m[1]!);
+      });
+      child.on('close', () => resolve(''));
+    });
+    child.kill('SIGINT');
+    expect(Number(chosen)).toBeGreaterThan(0);
+    expect(err).toContain(`http://127.0.0.1:${chosen}`);
+  });
+});
