@@ -16,8 +16,10 @@ export function register(ops: Command): void {
       'after',
       `
 A timeout, dropped connection, 409, 429 or 5xx ends in outcome_unknown (never failed):
-recon run then asks the provider what happened. Exit 0 whatever the classified outcome;
-exit 4 when the operation is not approved or is claimed by another worker.
+recon run then asks the provider what happened. Exit 0 whatever the classified outcome,
+also when the answer came after the attempt's lease ran out and was recorded as a late
+response ("late_response": true); exit 4 when the operation is not approved or is claimed
+by another worker, or when the lease ran out and the answer named nothing to record.
 
 Example:
   $ recon ops submit refund:ord_1042 --json`,
@@ -34,6 +36,7 @@ Example:
           return printJson(deps.io, {
             ...json,
             attempt: r.attempt,
+            late_response: r.late_response ?? false,
             result: {
               outcome: r.result.outcome,
               error_class: r.result.error_class ?? null,
@@ -52,6 +55,11 @@ Example:
           deps.io,
           `${id}: attempt ${r.attempt} → ${s.state(json.state)}${why}${json.provider_txn_ids.length ? `  ${json.provider_txn_ids.join(' ')}` : ''}`,
         );
+        if (r.late_response)
+          info(
+            deps.io,
+            `the answer came back after this attempt's lease ran out; it was recorded as a late response (see: recon ops show ${id})`,
+          );
         if (json.state === 'outcome_unknown')
           info(
             deps.io,

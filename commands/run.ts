@@ -140,6 +140,11 @@ async function render(deps: Deps, s: RunSummary, verbose: boolean): Promise<void
       );
   }
   for (const e of s.errors) info(deps.io, `recon: ${printable(e.id)}: ${printable(e.error)}`);
+  if (s.lease_expired.length)
+    info(
+      deps.io,
+      `${s.lease_expired.length} operation(s) not decided: the lease ran out before the decision was written (a slow pass); the next pass decides them: ${s.lease_expired.map(printable).join(' ')}`,
+    );
   const line = `${s.dry_run ? 'dry run: ' : ''}claimed ${s.claimed}: confirmed ${s.confirmed}, failed ${s.failed}, pending ${s.pending}, retried ${s.retried}, escalated ${s.escalated}, waiting ${s.waiting}, unavailable ${s.unavailable} (${s.duration_ms < 1000 ? `${s.duration_ms}ms` : formatAge(s.duration_ms)})`;
   info(deps.io, line);
   if (s.unavailable) info(deps.io, st.red(`${s.unavailable} lookup(s) found the provider unavailable: exit 5`));

@@ -95,6 +95,8 @@ export interface History {
    * event's seq is taken and the write fails as a whole (primary key), then goes step by step.
    */
   head?: ChainHead;
+  /** The transactions linked to the operation so far (the rule's `linked`). */
+  linked?: { provider_id: string; state: string }[];
 }
 
 export interface ChainHead {
@@ -110,7 +112,7 @@ export async function historiesOf(q: Queryable, ops: Operation[]): Promise<Map<s
   // reading): attempts are only read for retried operations.
   const retried = ops.filter((op) => op.attempt_count > 1).map((op) => op.id);
   const ids = ops.map((op) => op.id);
-  const [obs, attempts, heads] = await Promise.all([
+  const [obs, attempts, heads, linked] = await Promise.all([
     q.query(
       'SELECT * FROM recon.observations WHERE operation_id = ANY($1::text[]) ORDER BY operation_id, observed_at, id',
       [ids],
@@ -123,14 +125,23 @@ export async function historiesOf(q: Queryable, ops: Operation[]): Promise<Map<s
         )
       : Promise.resolve({ rows: [] as { operation_id: string; started_at: Date }[] }),
     chainHeads(q, ids),
+    q.query<{ operation_id: string; provider_id: string; state: string }>(
+      'SELECT operation_id, provider_id, state FROM recon.provider_transactions WHERE operation_id = ANY($1::text[])',
+      [ids],
+    ),
   ]);
   for (const op of ops)
-    out.set(op.id, { observations: [], lastAttemptAt: op.attempt_count > 1 ? null : op.first_attempt_at });
+    out.set(op.id, {
+      observations: [],
+      lastAttemptAt: op.attempt_count > 1 ? null : op.first_attempt_at,
+      linked: [],
+    });
   for (const o of obs.rows) {
     out.get(o.operation_id)!.observations.push(rowToObservation(o));
   }
   for (const a of attempts.rows) out.get(a.operation_id)!.lastAttemptAt = a.started_at;
   for (const [id, head] of heads) out.get(id)!.head = head;
+  for (const t of linked.rows) out.get(t.operation_id)!.linked!.push({ provider_id: t.provider_id, state: t.state });
   return out;
 }
 
@@ -168,6 +179,7 @@ export function planDecision(
     capabilities: provider.capabilities,
     now,
     lastAttemptAt: history.lastAttemptAt,
+    linked: history.linked,
   });
   let nextCheckAt: Date | null = null;
   if (decision.decision === 'unavailable') {

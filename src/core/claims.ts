@@ -159,6 +159,13 @@ export async function claimAttempt(
   const expires = new Date(now.getTime() + o.leaseMs);
   const claimed = await ctx.db.transaction(async (tx): Promise<AttemptClaim | { tampered: string }> => {
     const current = await lockOperation(tx, id);
+    if (current.state === 'needs_review') {
+      // A webhook may have found a transaction made outside recon before the first submit (SPEC §3).
+      throw new RefusedError(
+        `operation ${id} is needs_review${current.review_reason ? ` (${current.review_reason})` : ''}; nothing was sent: a person decides it (recon ops show ${id}, recon review resolve)`,
+        'state_machine',
+      );
+    }
     if (current.state !== o.from) {
       throw new RefusedError(
         `operation ${id} is ${current.state}; only ${o.from} operations can be ${o.from === 'approved' ? 'submitted (approve it first: recon ops approve)' : 'retried'}`,

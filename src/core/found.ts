@@ -2,7 +2,7 @@ import type { Queryable } from '../store/db.js';
 import type { LinkedVia, LookupResult, Operation, Provider, ProviderTxn, State } from '../types.js';
 import { lookupDetail } from './apply.js';
 import type { CoreContext } from './context.js';
-import { txnMismatches } from './match.js';
+import { txnMismatches, unexplainedLive } from './match.js';
 import { lockOperation, transactionsOf } from './repo.js';
 import { canTransition, isTerminal } from './states.js';
 import { linkTransaction, note, recordObservation, transition } from './transition.js';
@@ -71,21 +71,6 @@ export async function applyFoundTransaction(
   return { effect: 'transitioned', state: move.to, linked: true };
 }
 
-/**
- * A second live side effect: `txn` is not linked to the operation yet, it is not `failed`, and a
- * live transaction is linked already. The one duplicate test for webhooks, lookups and responses.
- */
-export function isDuplicate(
-  txn: ProviderTxn,
-  linkedBefore: { provider_id: string; state: string }[],
-  o: { alreadyLinkedCounts?: boolean } = {},
-): boolean {
-  // A submit's own response counts even when a webhook linked its transaction while it was in flight.
-  const isNew = o.alreadyLinkedCounts || !linkedBefore.some((t) => t.provider_id === txn.provider_id);
-  const anotherLive = linkedBefore.some((t) => t.provider_id !== txn.provider_id && t.state !== 'failed');
-  return isNew && anotherLive && txn.state !== 'failed';
-}
-
 /** The move a found (and linked) transaction makes, or null for evidence only. */
 function decideFound(
   op: Operation,
@@ -96,19 +81,18 @@ function decideFound(
   if (op.state === 'needs_review') return null;
   const inFlight = op.state === 'submitting' && op.lease_expires_at !== null && op.lease_expires_at > now;
   if (inFlight) return null;
-  const from: State = op.state === 'submitting' ? 'outcome_unknown' : op.state;
-  if (isDuplicate(txn, linkedBefore)) {
-    // A state the machine keeps a duplicate out of (failed, cancelled) records it as evidence.
-    if (!canTransition(from, 'needs_review', { review_reason: 'duplicate' })) return null;
-    return { to: 'needs_review', rule: 'duplicate', review_reason: 'duplicate', problems: [] };
-  }
-  if (isTerminal(op.state)) return null;
+  const isNew = !linkedBefore.some((t) => t.provider_id === txn.provider_id);
   const problems = txnMismatches(op, txn);
-  if (problems.length) {
-    // Not yet submitted (approved): the mismatching transaction is evidence; a later submit or run decides.
-    if (!canTransition(from, 'needs_review', { review_reason: 'mismatch' })) return null;
-    return { to: 'needs_review', rule: 'mismatch', review_reason: 'mismatch', problems };
+  const unexplained = isNew ? unexplainedLive(op.state, txn, linkedBefore) : null;
+  if (unexplained) {
+    const reason = unexplained === 'another_live' || problems.length === 0 ? 'duplicate' : 'mismatch';
+    // The state machine (states.ts) says which states a job may move to review, and for which reason.
+    if (!canTransition(op.state, 'needs_review', { review_reason: reason })) return null;
+    return { to: 'needs_review', rule: reason, review_reason: reason, problems };
   }
+  if (isTerminal(op.state) || op.state === 'approved') return null;
+  const from: State = op.state === 'submitting' ? 'outcome_unknown' : op.state;
+  if (problems.length) return { to: 'needs_review', rule: 'mismatch', review_reason: 'mismatch', problems };
   if (from === txn.state || !canTransition(from, txn.state)) return null;
   return { to: txn.state, rule: txn.state, review_reason: null, problems: [] };
 }

@@ -29,7 +29,7 @@
 import { RefusedError } from '../errors.js';
 import type { Decision, LookupResult, Observation, Operation, ProviderCapabilities, ProviderTxn } from '../types.js';
 import { formatDuration } from './durations.js';
-import { txnMismatches } from './match.js';
+import { txnMismatches, unexplainedLive } from './match.js';
 
 export interface RuleInput {
   operation: Pick<
@@ -59,6 +59,11 @@ export interface RuleInput {
    * Default: `operation.first_attempt_at` (pass it whenever attempt_count > 1).
    */
   lastAttemptAt?: Date | null;
+  /**
+   * The transactions already linked to the operation (a webhook may have linked one the lookup
+   * does not show yet). A live match with another live one linked is a duplicate, never confirmed.
+   */
+  linked?: { provider_id: string; state: string }[];
 }
 
 /** The stable rule names recorded in the audit trail. */
@@ -136,6 +141,15 @@ export function decide(input: RuleInput): Decision {
         RULES.mismatch,
         'mismatch',
         `${match.provider_id} disagrees on ${disagreements.join(', ')}: needs review`,
+        [match],
+      );
+    }
+    const others = (input.linked ?? []).filter((t) => t.provider_id !== match.provider_id && t.state !== 'failed');
+    if (unexplainedLive(op.state, match, input.linked ?? []) === 'another_live') {
+      return review(
+        RULES.duplicate,
+        'duplicate',
+        `${match.provider_id} carries this operation, and ${others.map((t) => t.provider_id).join(', ')} is linked to it already: needs review`,
         [match],
       );
     }

@@ -1,4 +1,5 @@
 import { UNRESOLVED_STATES, type Operation, type Provider } from '../types.js';
+import { LeaseLostError } from '../errors.js';
 import { claimForRun, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { limitConcurrency } from './ratelimit.js';
@@ -31,6 +32,12 @@ export interface RunSummary {
   unavailable: number;
   decisions: DecisionJson[];
   errors: { id: string; error: string }[];
+  /**
+   * Claimed, but our lease ran out (or another worker took the operation over) before the decision
+   * was written: nothing was written, the next pass (or that worker) decides. Not an error: on a
+   * slow machine a pass can outlast its lease, and on PGlite no other process can have claimed it.
+   */
+  lease_expired: string[];
   needs_review_total: number;
   unresolved_by_state: Record<string, number>;
   duration_ms: number;
@@ -59,6 +66,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
     unavailable: 0,
     decisions: [],
     errors: [],
+    lease_expired: [],
     needs_review_total: 0,
     unresolved_by_state: {},
     duration_ms: 0,
@@ -144,7 +152,8 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
         );
       }
     } catch (err) {
-      summary.errors.push({ id: claimed.id, error: (err as Error).message });
+      if (err instanceof LeaseLostError) summary.lease_expired.push(claimed.id);
+      else summary.errors.push({ id: claimed.id, error: (err as Error).message });
       if (!o.dryRun) await releaseLease(ctx.db, claimed.id, owner).catch(() => undefined);
     }
     o.onProgress?.(summary.decisions.length + summary.errors.length, summary.claimed);

@@ -8,11 +8,15 @@ import { STATES, type State, TERMINAL_STATES, UNRESOLVED_STATES } from '../types
  * Additions to the SPEC's table:
  * - `submitting → needs_review`: SPEC §3 classifies a 400 `idempotency_error` on submit as
  *   `needs_review`, which the table's `submitting` row omits.
- * - `approved → needs_review`, reasons `payload_tampered` and `duplicate` only: the payload no
- *   longer matches its stored hash when the attempt is claimed (SPEC §5), or the provider already
- *   holds two live transactions carrying the operation before it was ever submitted; nothing is sent.
+ * - `approved → needs_review`, reason `payload_tampered`: the payload no longer matches its
+ *   stored hash when the attempt is claimed (SPEC §5); nothing is sent. Reason `duplicate` or
+ *   `mismatch`: a live provider transaction carrying the operation's id was found before its first
+ *   submit (a side effect made outside recon): the submit must not make a second one.
  * - `confirmed → needs_review`, reason `duplicate` only: a second provider transaction found for a
  *   confirmed operation (SPEC §3), the one way out of a terminal state.
+ * - `failed → needs_review`, reason `duplicate` or `mismatch`: a live provider transaction found for
+ *   an operation recon holds as failed contradicts it; a person must see it. Before this line the
+ *   move was refused and the webhook that found it answered 500 on every redelivery (campaign).
  *
  * Who moves matters: the exits of `needs_review` are a person's (`review resolve`, `attach`).
  * A webhook, a lookup or a late response found 18 operations in review and confirmed them, which
@@ -26,14 +30,15 @@ const NEXT: Record<State, readonly State[]> = {
   outcome_unknown: ['confirmed', 'failed', 'pending', 'submitting', 'needs_review'],
   needs_review: ['confirmed', 'failed', 'cancelled'],
   confirmed: ['needs_review'],
-  failed: [],
+  failed: ['needs_review'],
   cancelled: [],
 };
 
-/** Moves allowed for one review reason only. */
+/** Moves allowed for some review reasons only. */
 const ONLY_FOR_REASON: Partial<Record<`${State}>${State}`, readonly string[]>> = {
-  'approved>needs_review': ['payload_tampered', 'duplicate'],
+  'approved>needs_review': ['payload_tampered', 'duplicate', 'mismatch'],
   'confirmed>needs_review': ['duplicate'],
+  'failed>needs_review': ['duplicate', 'mismatch'],
 };
 
 /** States only a person leaves. */

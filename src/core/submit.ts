@@ -2,8 +2,8 @@ import type { Provider, State, SubmitRequest, SubmitResult, Operation } from '..
 import { claimAttempt, newOwnerToken, type AttemptClaim } from './claims.js';
 import { LeaseLostError } from '../errors.js';
 import type { CoreContext } from './context.js';
-import { applyFoundTransaction, isDuplicate } from './found.js';
-import { txnMismatches } from './match.js';
+import { applyFoundTransaction } from './found.js';
+import { txnMismatches, unexplainedLive } from './match.js';
 import { getOperation, lockOperation, transactionsOf } from './repo.js';
 import { linkTransaction, transition } from './transition.js';
 
@@ -28,6 +28,12 @@ export interface SubmitOutcome {
   operation: Operation;
   attempt: number;
   result: SubmitResult;
+  /**
+   * The answer came back after this attempt's lease had run out (a loaded machine, a slow
+   * provider): it was recorded as a late response (linked, and applied as SPEC §3 allows) rather
+   * than as the attempt's result; `operation` is the state after it.
+   */
+  late_response?: boolean;
 }
 
 /**
@@ -57,8 +63,16 @@ export async function submitOperation(
     check: (op) => provider.validatePayload?.(submitRequest(op)),
   });
   const result = await send(provider, claim);
-  const operation = await finishAttempt(ctx, provider, claim, result);
-  return { operation, attempt: claim.attempt, result };
+  try {
+    const operation = await finishAttempt(ctx, provider, claim, result);
+    return { operation, attempt: claim.attempt, result };
+  } catch (err) {
+    // finishAttempt recorded the transaction the answer names before it threw: the answer was
+    // written, as a late response. Saying "result not written" (exit 4) was untrue (campaign).
+    if (err instanceof LeaseLostError && result.txn)
+      return { operation: await getOperation(ctx.db, id), attempt: claim.attempt, result, late_response: true };
+    throw err;
+  }
 }
 
 /** What the adapter is asked to send for an operation. */
@@ -85,9 +99,10 @@ async function send(provider: Provider, claim: AttemptClaim): Promise<SubmitResu
 
 /**
  * Phase 3: writes the result only while our lease holds (LeaseLostError otherwise). A late
- * response (the lease was lost) never moves the operation, but the transaction it names is linked
- * and recorded as evidence (SPEC §3): one in needs_review stays there; a second one for a confirmed
- * operation is a duplicate.
+ * response (the lease was lost) is not written as the attempt's result, but the transaction it
+ * names goes through applyFoundTransaction (SPEC §3): one in needs_review stays there; a second
+ * one for a confirmed operation is a duplicate; an unresolved operation follows it. It still
+ * throws LeaseLostError; submitOperation reports the late response it recorded.
  */
 export async function finishAttempt(
   ctx: CoreContext,
@@ -101,7 +116,7 @@ export async function finishAttempt(
     const txn = result.txn;
     if (err instanceof LeaseLostError && txn) {
       const now = ctx.now();
-      const found = await ctx.db.transaction(async (tx) =>
+      await ctx.db.transaction(async (tx) =>
         applyFoundTransaction(tx, await lockOperation(tx, claim.op.id), provider.name, txn, {
           source: 'late_response',
           via: result.replayed ? 'replay' : 'response',
@@ -110,9 +125,6 @@ export async function finishAttempt(
           detail: { attempt: claim.attempt, outcome: result.outcome, lease_owner: claim.owner },
         }),
       );
-      // Nobody took the operation over (our lease just ran out): the answer was applied as a found
-      // transaction, so the caller is told the outcome rather than "result not written".
-      if (found.effect === 'transitioned') return getOperation(ctx.db, claim.op.id);
     }
     throw err;
   }
@@ -129,12 +141,13 @@ async function writeResult(
   // the operation is a human's to judge, never confirmed (issue 10).
   const problems = result.txn ? txnMismatches(claim.op, result.txn) : [];
   return ctx.db.transaction(async (tx) => {
-    // One that joins a live transaction already linked (by a webhook, before this attempt) is a duplicate.
-    const duplicate = result.txn
-      ? isDuplicate(result.txn, await transactionsOf(tx, claim.op.id), { alreadyLinkedCounts: true })
-      : false;
-    const reviewReason = duplicate ? 'duplicate' : problems.length ? 'mismatch' : null;
-    const to: State = reviewReason ? 'needs_review' : stateForSubmit(result);
+    // Another live transaction linked meanwhile (a webhook while the request was in flight) makes
+    // this one a second side effect: a person sees both, the operation is never simply confirmed.
+    const duplicate =
+      result.txn != null &&
+      problems.length === 0 &&
+      unexplainedLive('submitting', result.txn, await transactionsOf(tx, claim.op.id)) === 'another_live';
+    const to = problems.length || duplicate ? 'needs_review' : stateForSubmit(result);
     const detail: Record<string, unknown> = {
       attempt: claim.attempt,
       outcome: result.outcome,
@@ -154,9 +167,15 @@ async function writeResult(
       actor: ctx.actor,
       now,
       kind: 'attempt.finished',
-      rule: reviewReason ? `submit.${reviewReason}` : `submit.${result.outcome}`,
+      rule: problems.length ? 'submit.mismatch' : duplicate ? 'submit.duplicate' : `submit.${result.outcome}`,
       detail,
-      review_reason: reviewReason ?? (to === 'needs_review' ? 'idempotency_conflict' : null),
+      review_reason: problems.length
+        ? 'mismatch'
+        : duplicate
+          ? 'duplicate'
+          : to === 'needs_review'
+            ? 'idempotency_conflict'
+            : null,
       leaseOwner: claim.owner,
     });
     await tx.query(

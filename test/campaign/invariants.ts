@@ -9,7 +9,8 @@
  *  failed_live_effect  a failed operation has no live side effect made by recon at the provider
  *  review_left         once in needs_review, only a person's decision moves an operation (SPEC §3):
  *                      `review resolve` or `attach` by a person actor; a person's `lookup` does not
- *  terminal_left       a terminal state is never left, except confirmed → needs_review (duplicate)
+ *  terminal_left       a terminal state is never left, except → needs_review: from confirmed
+ *                      (duplicate), from failed (duplicate or mismatch: a live transaction)
  *  webhook_refused     a validly signed event is never refused (Stripe would retry it; the
  *                      campaign does, three times, so the final state reflects it)
  *  webhook_dedup       one row per accepted event, its redeliveries counted as duplicates
@@ -174,7 +175,14 @@ export async function checkInvariants(c: CheckInput): Promise<Violation[]> {
           linked: linked.map((t) => t.provider_id),
         });
       }
-      if (moved && TERMINAL.has(e.from_state!) && !(e.from_state === 'confirmed' && e.to_state === 'needs_review')) {
+      // The ways out of a terminal state (states.ts): confirmed → needs_review (a duplicate), failed →
+      // needs_review (a live transaction contradicts it), for those review reasons only.
+      const reviewReason = (e.detail as { review_reason?: string } | null)?.review_reason;
+      const toReview =
+        e.to_state === 'needs_review' &&
+        ((e.from_state === 'confirmed' && reviewReason === 'duplicate') ||
+          (e.from_state === 'failed' && (reviewReason === 'duplicate' || reviewReason === 'mismatch')));
+      if (moved && TERMINAL.has(e.from_state!) && !toReview) {
         add('terminal_left', op.id, {
           event: { seq: e.seq, actor: e.actor, kind: e.kind, from: e.from_state, to: e.to_state },
         });

@@ -60,7 +60,18 @@ export class Processes {
           evidence: { command: what, exit: r.code, error: e.error },
         });
     }
+    // A pass that outlasted its lease lists what it left for the next pass (not an error).
+    for (const id of (r.json?.lease_expired ?? []) as string[])
+      this.leaseLost.push({ id, error: 'lease expired before the decision was written' });
     if (OK_EXITS[what].includes(r.code ?? -1) || (what === 'run' && r.code === 1 && r.json?.errors?.length)) return;
+    // A submit refused because a provider transaction made outside recon (planted, announced by its
+    // webhook) already moved the operation to review: SPEC §7's exit 4 (wrong state), nothing sent.
+    if (
+      what === 'submit' &&
+      r.code === 4 &&
+      /is needs_review( \([a-z_]+\))?; nothing was sent/.test(r.json?.error?.message ?? '')
+    )
+      return;
     this.errors.push({
       invariant: 'process_exit',
       operation_id: opId,

@@ -13,32 +13,12 @@ const pgBaseUrl = inject('pgUrl') || process.env.RECON_TEST_PG_URL || '';
 // RECON_TEST_BACKEND=pglite starts no PostgreSQL: then the seed runs on PGlite, smaller (one process at a time).
 const db = pgBaseUrl ? 'postgres' : 'pglite';
 
-/**
- * Defects the campaign found that are not fixed yet (campaign report on issue 10), matched
- * narrowly so that anything else still fails the test. Delete an entry with its fix.
- */
-const OPEN_DEFECTS: { name: string; matches(v: Violation): boolean }[] = [
-  {
-    name: '`ops submit` whose own lease ran out before the answer (a loaded machine) applies the late answer, then exits 4 "result not written"',
-    matches: (v) =>
-      v.invariant === 'process_exit' && text(v).includes('"command":"submit"') && text(v).includes('LeaseLostError'),
-  },
-];
-
-function text(v: Violation): string {
-  return JSON.stringify(v.evidence);
-}
-
 describe(`fault campaign, small seed, store on ${db}`, () => {
   it(
     'leaves no operation with two side effects, none open, none confirmed wrongly, none taken out of review by a job',
     async () => {
       const summary = await runCampaign({ seed: 7, ops: db === 'postgres' ? 20 : 6, db, pgBaseUrl, settleMs: 20_000 });
-      const open = summary.violations.filter((v) => OPEN_DEFECTS.some((d) => d.matches(v)));
-      for (const v of open) {
-        console.warn(`campaign seed 7, open defect (${OPEN_DEFECTS.find((d) => d.matches(v))!.name}): ${line(v)}`);
-      }
-      const report = summary.violations.filter((v) => !open.includes(v)).map(line);
+      const report = summary.violations.map(line);
       expect(report, `seed 7: ${JSON.stringify({ ...summary, violations: undefined })}`).toEqual([]);
       // The campaign did what it says: faults applied, workers killed, webhooks duplicated and forged.
       expect(Object.keys(summary.faults).length).toBeGreaterThan(3);

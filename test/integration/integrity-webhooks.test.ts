@@ -114,7 +114,7 @@ describe.each(backends)('webhooks never leave needs_review, store on $name', (ba
     expect(w.sandbox.refunds({ payment_intent: pi })).toHaveLength(2);
     expect((await runPass(w.ctx, async () => w!.stripe)).needs_review_total).toBe(1);
   });
-  it('refunds carrying an approved operation before its first submit: the submit that adds one goes to review, a second webhook too, never an error', async () => {
+  it('refunds carrying an approved operation before its first submit: the first one puts it in review before anything is sent, never an error', async () => {
     w = await startStripeWorld(backend);
     const [pi] = await w.recordRefunds([
       { id: 'refund:pre_1', amount: 900 },
@@ -126,13 +126,14 @@ describe.each(backends)('webhooks never leave needs_review, store on $name', (ba
       const { body, signature } = signedEvent(w!.sandbox, 'refund.created', refundId);
       return ingestWebhook(w!.ctx, w!.stripe, body, signature);
     };
-    // pre_1: one planted refund is evidence; the submit then makes a second side effect → review.
-    expect(await deliver(planted('refund:pre_1').id)).toMatchObject({ effect: 'noted', state: 'approved' });
-    const r = await submitOperation(w.ctx, w.stripe, 'refund:pre_1');
-    expect(r.operation).toMatchObject({ state: 'needs_review', review_reason: 'duplicate' });
+    // pre_1: one planted refund carrying a never-sent operation is a side effect made outside recon:
+    // review at once, so the first submit sends nothing (campaign defect 5).
+    expect(await deliver(planted('refund:pre_1').id)).toMatchObject({ effect: 'transitioned', state: 'needs_review' });
+    await expect(submitOperation(w.ctx, w.stripe, 'refund:pre_1')).rejects.toThrow(/needs_review/);
+    expect(w.sandbox.refunds({ metadataOperationId: 'refund:pre_1' })).toHaveLength(1);
     // pre_2: two planted refunds before any submit → review (nothing is sent after that).
-    await deliver(planted('refund:pre_2').id);
     expect(await deliver(planted('refund:pre_2').id)).toMatchObject({ effect: 'transitioned', state: 'needs_review' });
+    await deliver(planted('refund:pre_2').id);
     expect(await getOperation(w.db, 'refund:pre_2')).toMatchObject({
       state: 'needs_review',
       review_reason: 'duplicate',

@@ -100,6 +100,31 @@ const cases: Case[] = [
     explanation: '2 provider transactions carry this operation (re_1, re_2): needs review',
   },
   {
+    // Campaign defect 6: a webhook linked re_2 while the attempt was in flight; the lookup shows re_1 only.
+    name: 'one match while another live refund is linked already is a duplicate, never confirmed',
+    given: { lookup: found(txn()), linked: [{ provider_id: 're_2', state: 'confirmed' }] },
+    decision: 'review',
+    rule: RULES.duplicate,
+    state: 'needs_review',
+    reason: 'duplicate',
+    links: ['re_1'],
+    explanation: 're_1 carries this operation, and re_2 is linked to it already: needs review',
+  },
+  {
+    name: 'one match with only itself and a failed refund linked is confirmed',
+    given: {
+      lookup: found(txn()),
+      linked: [
+        { provider_id: 're_1', state: 'confirmed' },
+        { provider_id: 're_0', state: 'failed' },
+      ],
+    },
+    decision: 'confirm',
+    rule: RULES.confirmed,
+    state: 'confirmed',
+    links: ['re_1'],
+  },
+  {
     name: 'a refund for another amount is a mismatch, linked',
     given: { lookup: found(txn({ amount: 900 })) },
     decision: 'review',

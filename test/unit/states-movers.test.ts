@@ -1,7 +1,8 @@
 /**
  * Who may make a move (SPEC §3, issue 10): only a person leaves needs_review; the only way out of
- * a terminal state is confirmed → needs_review for a duplicate; an approved operation whose
- * payload no longer matches its hash goes to review instead of being sent.
+ * a terminal state is → needs_review (confirmed: a duplicate; failed: a live transaction that
+ * contradicts it); an approved operation whose payload no longer matches its hash, or for which a
+ * live transaction was made outside recon, goes to review instead of being sent.
  */
 import { describe, expect, it } from 'vitest';
 import { assertTransition, canTransition } from '../../src/core/states.js';
@@ -23,13 +24,20 @@ describe('the movers of SPEC §3', () => {
     expect(canTransition('confirmed', 'needs_review', { review_reason: 'mismatch' })).toBe(false);
     expect(canTransition('confirmed', 'needs_review')).toBe(false);
     expect(canTransition('confirmed', 'failed', { by: 'person' })).toBe(false);
-    expect(canTransition('failed', 'needs_review', { review_reason: 'duplicate' })).toBe(false);
   });
 
-  it('an approved operation whose payload was changed behind recon goes to review, for that reason only', () => {
+  it('a live transaction found for a failed operation is a contradiction a person must see: needs_review, duplicate or mismatch only', () => {
+    expect(canTransition('failed', 'needs_review', { review_reason: 'duplicate' })).toBe(true);
+    expect(canTransition('failed', 'needs_review', { review_reason: 'mismatch' })).toBe(true);
+    expect(canTransition('failed', 'needs_review', { review_reason: 'stale' })).toBe(false);
+    expect(canTransition('failed', 'needs_review')).toBe(false);
+    expect(canTransition('failed', 'confirmed', { by: 'person' })).toBe(false);
+  });
+
+  it('an approved operation goes to review only when its payload was changed or a side effect was made outside recon', () => {
     expect(canTransition('approved', 'needs_review', { review_reason: 'payload_tampered' })).toBe(true);
-    // …or whose provider already holds two live transactions carrying it: nothing more is sent.
     expect(canTransition('approved', 'needs_review', { review_reason: 'duplicate' })).toBe(true);
+    expect(canTransition('approved', 'needs_review', { review_reason: 'mismatch' })).toBe(true);
     expect(canTransition('approved', 'needs_review', { review_reason: 'stale' })).toBe(false);
     expect(canTransition('approved', 'needs_review')).toBe(false);
   });
