@@ -34,7 +34,7 @@ export function register(program: Command): void {
             if (!c.ok && c.fix) println(deps.io, `      fix: ${c.fix}`);
           }
         }
-        return failed.length ? (failed[0]!.exit_code ?? 1) : 0;
+        return failed.length ? (failed[0].exit_code ?? 1) : 0;
       }),
     );
 }

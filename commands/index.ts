@@ -186,7 +186,7 @@ const VALUE_OPTIONS = new Set(['--db', '--config', '--actor']);
 function words(args: string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
-    const a = args[i]!;
+    const a = args[i];
     if (a === '--') break;
     if (a.startsWith('-')) {
       if (VALUE_OPTIONS.has(a)) i++;

@@ -167,7 +167,7 @@ async function serve(
       let name: string | undefined = fallback;
       if (m) {
         try {
-          name = decodeURIComponent(m[1]!);
+          name = decodeURIComponent(m[1]);
         } catch {
           return reply(404, { error: 'unknown provider' });
         }

@@ -190,7 +190,7 @@ function stripComments(text: string): string {
   let out = '';
   let i = 0;
   while (i < text.length) {
-    const c = text[i]!;
+    const c = text[i];
     if (c === '"') {
       let j = i + 1;
       while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;

@@ -130,7 +130,7 @@ export function createDeps(
       if (!io.canPrompt) throw new UsageError('--yes is required when not running interactively');
       const { confirm } = await import('@inquirer/prompts');
       try {
-        return await confirm({ message, default: false }, { output: io.err as NodeJS.WritableStream });
+        return await confirm({ message, default: false }, { output: io.err });
       } catch (err) {
         // Ctrl-C at the prompt: inquirer's "User force closed the prompt" is an interruption, exit 130.
         if ((err as Error).name === 'ExitPromptError' || (err as Error).name === 'AbortPromptError') {

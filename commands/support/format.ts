@@ -11,8 +11,10 @@ function exponent(currency: string): number | null {
   let digits = digitsCache.get(code);
   if (digits === undefined) {
     try {
-      digits = new Intl.NumberFormat('en-US', { style: 'currency', currency: code }).resolvedOptions()
-        .maximumFractionDigits as number;
+      const resolved = new Intl.NumberFormat('en-US', { style: 'currency', currency: code }).resolvedOptions()
+        .maximumFractionDigits;
+      if (resolved === undefined) return null;
+      digits = resolved;
     } catch {
       return null;
     }

@@ -25,7 +25,7 @@ export function nextCommands(o: NextInput): string[] {
         ];
       }
       if (o.linked.length === 1)
-        return [`recon review resolve ${id} --outcome confirmed --txn ${shellQuote(o.linked[0]!)} --note "…"`];
+        return [`recon review resolve ${id} --outcome confirmed --txn ${shellQuote(o.linked[0])} --note "…"`];
       if (o.candidates.length)
         return [
           ...o.candidates.map((c) => `recon attach ${id} ${shellQuote(c)}`),

@@ -62,7 +62,7 @@ export async function renderTable(io: IO, head: string[], rows: (string | number
     return [line(head), ...cells.map(line)].join('\n');
   }
   const style = await styleFor(io);
-  const columnText = (i: number) => [head[i]!, ...cells.map((r) => r[i] ?? '')];
+  const columnText = (i: number) => [head[i], ...cells.map((r) => r[i] ?? '')];
   const widths = fitWidths(
     head.map((_, i) => Math.max(...columnText(i).map(longestLine))),
     head.map((_, i) => Math.max(...columnText(i).map(longestWord))),
@@ -75,13 +75,13 @@ export async function renderTable(io: IO, head: string[], rows: (string | number
   const border = (l: string, m: string, r: string) => style.dim(l + widths.map((w) => '─'.repeat(w + 2)).join(m) + r);
   const bar = style.dim('│');
   const row = (r: string[], bold = false) => {
-    const wrapped = r.map((c, i) => wrapCell(c, widths[i]!));
+    const wrapped = r.map((c, i) => wrapCell(c, widths[i]));
     const height = Math.max(1, ...wrapped.map((w) => w.length));
     const lines: string[] = [];
     for (let k = 0; k < height; k++) {
       const parts = wrapped.map((w, i) => {
         const text = w[k] ?? '';
-        const pad = ' '.repeat(Math.max(0, widths[i]! - stripAnsi(text).length));
+        const pad = ' '.repeat(Math.max(0, widths[i] - stripAnsi(text).length));
         return ` ${bold ? style.bold(text) : text}${pad} `;
       });
       lines.push(bar + parts.join(bar) + bar);
@@ -113,8 +113,8 @@ export function fitWidths(
   const budget = columns - (3 * widths.length + 1);
   let total = widths.reduce((a, b) => a + b, 0);
   const floors: ((i: number) => number)[] = [
-    (i) => longestWords[i]!,
-    (i) => Math.max(3, o.valueWords?.[i] ?? longestWords[i]!),
+    (i) => longestWords[i],
+    (i) => Math.max(3, o.valueWords?.[i] ?? longestWords[i]),
     (i) => (o.prose?.[i] ? 4 : Infinity),
     () => 4,
   ];
@@ -122,10 +122,10 @@ export function fitWidths(
     while (total > budget) {
       let widest = -1;
       for (let i = 0; i < widths.length; i++) {
-        if (widths[i]! > floor(i) && (widest < 0 || widths[i]! > widths[widest]!)) widest = i;
+        if (widths[i] > floor(i) && (widest < 0 || widths[i] > widths[widest])) widest = i;
       }
       if (widest < 0) break;
-      widths[widest]!--;
+      widths[widest]--;
       total--;
     }
   }

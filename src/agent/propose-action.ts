@@ -97,13 +97,13 @@ export const registerProposeAction: Register = (server, call) => {
           const [recorded] = await recordOperations(c.ctx, [op]);
           await auditCall(c.ctx, [op.id], {
             tool: 'propose_action',
-            created: recorded!.created,
+            created: recorded.created,
             reason: args.reason ?? null,
           });
           const now = (await currentOperation(c.ctx.db, op.id))!;
           return toolResult({
             ...describeState(now.op, now.txnIds),
-            created: recorded!.created,
+            created: recorded.created,
             approval: now.op.approval,
             amount: now.op.amount,
             currency: now.op.currency,

@@ -184,7 +184,7 @@ export function planDecision(
   let nextCheckAt: Date | null = null;
   if (decision.decision === 'unavailable') {
     let streak = 0;
-    for (let i = history.observations.length - 1; i >= 0 && history.observations[i]!.result === 'unavailable'; i--)
+    for (let i = history.observations.length - 1; i >= 0 && history.observations[i].result === 'unavailable'; i--)
       streak++;
     // Back off a provider that is down, bounded by its uncertainty window so short test windows stay short.
     const delay = backoffDelay(streak, {
@@ -217,7 +217,7 @@ export async function applyDecisions(ctx: CoreContext, items: PlannedDecision[],
     }
   });
   const results: Applied[] = new Array(items.length);
-  const members = group.map((i) => items[i]!);
+  const members = group.map((i) => items[i]);
   // One statement for the group; should it fail as a whole (a chain head moved since it was read, a
   // transaction linked elsewhere meanwhile, a store error), the group goes again step by step,
   // reading everything under its row locks, and then item by item.
@@ -225,16 +225,16 @@ export async function applyDecisions(ctx: CoreContext, items: PlannedDecision[],
     .catch(() => applyGroup(ctx, members, owner))
     .catch(async (err: unknown) => {
       if (group.length === 1)
-        return [{ ok: false, error: err instanceof Error ? err : new Error(String(err)) } as Applied];
+        return [{ ok: false as const, error: err instanceof Error ? err : new Error(String(err)) }];
       const alone: Applied[] = [];
-      for (const i of group) alone.push(...(await applyDecisions(ctx, [items[i]!], owner)));
+      for (const i of group) alone.push(...(await applyDecisions(ctx, [items[i]], owner)));
       return alone;
     });
   group.forEach((i, k) => (results[i] = written[k]!));
   if (later.length) {
     const rest = await applyDecisions(
       ctx,
-      later.map((i) => items[i]!),
+      later.map((i) => items[i]),
       owner,
     );
     later.forEach((i, k) => (results[i] = rest[k]!));
@@ -344,7 +344,7 @@ async function writeGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
       continue;
     }
     try {
-      checkLocked(outcome?.current, items[w.i]!, owner, now);
+      checkLocked(outcome?.current, items[w.i], owner, now);
       throw new Error(`operation ${w.row.id}: decision not written`);
     } catch (err) {
       results[w.i] = { ok: false, error: err as Error };
@@ -392,10 +392,10 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
     );
     const linked = await linkTransactions(tx, links, { via: 'lookup', by: ctx.actor, at: now });
     links.forEach(({ w, txn: t }, k) => {
-      if (!linked[k]!.linked)
+      if (!linked[k].linked)
         w.d = {
           ...w.d,
-          explanation: `${w.d.explanation}; ${t.provider_id} is already linked to ${linked[k]!.existingOperation}`,
+          explanation: `${w.d.explanation}; ${t.provider_id} is already linked to ${linked[k].existingOperation}`,
         };
     });
 
@@ -482,7 +482,7 @@ export function decisionWriter(
           group.map((g) => g.item),
           owner,
         );
-        group.forEach((g, k) => g.resolve(results[k]!));
+        group.forEach((g, k) => g.resolve(results[k]));
       }
     } finally {
       writing = false;

@@ -191,7 +191,7 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
           brokenHere = true;
         }
       }
-      const head = Object.hasOwn(anchor, ev.operation_id) ? anchor[ev.operation_id]! : null;
+      const head = Object.hasOwn(anchor, ev.operation_id) ? anchor[ev.operation_id] : null;
       if (head && head[0] === ev.seq && head[1] !== ev.hash) {
         report.broken.push({
           operation_id: ev.operation_id,

@@ -73,7 +73,7 @@ function write(value: unknown, path: string, out: string[], ancestors: Set<objec
   } else {
     const proto = Object.getPrototypeOf(value);
     if (proto !== Object.prototype && proto !== null) {
-      const kind = (value as object).constructor?.name ?? 'object';
+      const kind = value.constructor?.name ?? 'object';
       throw new UsageError(`${path}: a ${kind} is not JSON; use a plain object or array`);
     }
     const record = value as Record<string, unknown>;

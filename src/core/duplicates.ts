@@ -207,7 +207,7 @@ function findParams(o: FindOptions): unknown[] {
 /** How many duplicate groups the indexed ledger holds (what `stats` reports), without describing them. */
 export async function countDuplicates(q: Queryable, o: FindOptions): Promise<number> {
   const r = await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${groupsSql()}) AS d`, findParams(o));
-  return Number(r.rows[0]!.n);
+  return Number(r.rows[0].n);
 }
 
 /**
@@ -299,8 +299,8 @@ async function describeGroups(q: Queryable, groups: GroupRow[], o: FindOptions):
     ],
   );
   const rowsOf: any[][] = groups.map(() => []);
-  for (const row of r.rows) rowsOf[Number(row.ord)]!.push(row);
-  return groups.map((g, i) => describeGroup(g, rowsOf[i]!));
+  for (const row of r.rows) rowsOf[Number(row.ord)].push(row);
+  return groups.map((g, i) => describeGroup(g, rowsOf[i]));
 }
 
 function describeGroup(g: GroupRow, rows: any[]): Duplicate {

@@ -65,7 +65,7 @@ export function formatDuration(ms: number): string {
   const rest = Math.round(Math.abs(ms));
   if (rest === 0) return '0s';
   const first = UNITS.findIndex((unit) => rest >= UNIT_MS[unit]);
-  const big = UNITS[first] as Unit;
+  const big = UNITS[first];
   const small = UNITS[first + 1];
   const n = Math.floor(rest / UNIT_MS[big]);
   const m = small === undefined ? 0 : Math.floor((rest - n * UNIT_MS[big]) / UNIT_MS[small]);

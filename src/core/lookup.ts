@@ -89,8 +89,8 @@ async function reconcileStep(
       note_ = `the rule allows a retry now; lookup never sends one: recon retry ${op.id}  (or the next recon run)`;
     } else {
       const [applied] = await applyDecisions(ctx, [plan], owner);
-      if (!applied!.ok) throw applied!.error;
-      decision = applied!.json;
+      if (!applied.ok) throw applied.error;
+      decision = applied.json;
     }
     const after = await getOperation(ctx.db, op.id);
     return {

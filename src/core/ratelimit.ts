@@ -87,7 +87,7 @@ export class TokenBucket {
     for (;;) {
       const t = this.now();
       const windowFull = this.window.length > 0 && this.sent >= this.window.length;
-      const ready = Math.max(this.nextAt, this.pausedUntil, windowFull ? this.window[this.head]! + 1000 : -Infinity);
+      const ready = Math.max(this.nextAt, this.pausedUntil, windowFull ? this.window[this.head] + 1000 : -Infinity);
       if (t >= ready) {
         // Lateness up to CATCH_UP_MS is made up (the window rule still caps every second); more (a
         // quiet period, a pause) is not.

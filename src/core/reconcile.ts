@@ -85,7 +85,7 @@ export async function reconcileOne(
   const plan = o.history
     ? planDecision(ctx, provider, op, await lookup, o.history)
     : (await evaluate(ctx, provider, op, lookup)).plan;
-  const applied = o.write ? await o.write(plan) : (await applyDecisions(ctx, [plan], o.owner))[0]!;
+  const applied = o.write ? await o.write(plan) : (await applyDecisions(ctx, [plan], o.owner))[0];
   if (!applied.ok) throw applied.error;
   if (plan.decision.decision === 'retry' && o.allowRetry !== false)
     return limited(() => retryAuthorised(ctx, provider, op, applied.json, o.owner));

@@ -31,11 +31,10 @@ const INSERT_OPERATIONS = `
  */
 export async function recordOperations(ctx: CoreContext, inputs: OperationInput[]): Promise<RecordedOperation[]> {
   const now = ctx.now();
-  const hashed = inputs.map((i) => ({
-    ...i,
-    payload_hash: payloadHash(i.payload),
-    state: (i.approval ? 'approved' : 'proposed') as State,
-  }));
+  const hashed = inputs.map((i) => {
+    const state: State = i.approval ? 'approved' : 'proposed';
+    return { ...i, payload_hash: payloadHash(i.payload), state };
+  });
   const firstById = new Map<string, (typeof hashed)[number]>();
   for (const op of hashed) {
     const seen = firstById.get(op.id);

@@ -234,7 +234,7 @@ function streakStart(input: RuleInput): Date {
     .sort((a, b) => a.observed_at.getTime() - b.observed_at.getTime());
   let start = input.now;
   for (let i = relevant.length - 1; i >= 0; i--) {
-    const o = relevant[i] as (typeof relevant)[number];
+    const o = relevant[i];
     if (o.result !== 'not_found') break;
     start = o.observed_at;
   }

@@ -42,7 +42,7 @@ export function percentile(sorted: number[], p: number): number | null {
  */
 const AGE_BUCKET_SQL = `CASE ${AGE_BUCKETS.filter(([, max]) => Number.isFinite(max))
   .map(([name, max]) => `WHEN age < ${max} THEN '${name}'`)
-  .join(' ')} ELSE '${AGE_BUCKETS[AGE_BUCKETS.length - 1]![0]}' END`;
+  .join(' ')} ELSE '${AGE_BUCKETS[AGE_BUCKETS.length - 1][0]}' END`;
 
 /**
  * Everything is counted and ranked by the database: no row is streamed into JS (on a million
@@ -116,7 +116,7 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
     count: Number(r.n),
   }));
   const unresolvedTotal = unresolved.reduce((total, u) => total + u.count, 0);
-  const t = ttr.rows[0]!;
+  const t = ttr.rows[0];
   const num = (v: number | null | undefined) => (v === null || v === undefined ? null : Number(v));
   return {
     since,

@@ -126,7 +126,7 @@ export async function linkTransaction(
   t: ProviderTxn,
   how: { via: LinkedVia; by: string; at: Date },
 ): Promise<{ linked: boolean; existingOperation: string | null }> {
-  return (await linkTransactions(tx, [{ provider, operationId, txn: t }], how))[0]!;
+  return (await linkTransactions(tx, [{ provider, operationId, txn: t }], how))[0];
 }
 
 /**

@@ -212,7 +212,7 @@ export function parseOperationsText(text: string, source: string): unknown[] {
     } catch {
       // NDJSON when every line is an object, or when the first line is a whole object on its own
       // (a pretty-printed object's first line is "{", which is not): then a bad line is named.
-      if (lines.every((l) => !l.trim() || l.trim().startsWith('{')) || isJsonObject(lines[0]!)) {
+      if (lines.every((l) => !l.trim() || l.trim().startsWith('{')) || isJsonObject(lines[0])) {
         const out: unknown[] = [];
         lines.forEach((line, i) => {
           if (line.trim()) out.push(parseJson(line, `${source}: line ${i + 1}`));

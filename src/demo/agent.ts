@@ -100,5 +100,5 @@ async function lastActor(stage: Stage, id: string): Promise<string | null> {
     'SELECT DISTINCT actor FROM recon.audit_events WHERE operation_id = $1',
     [id],
   );
-  return r.rows.length === 1 ? r.rows[0]!.actor : r.rows.map((x) => x.actor).join(', ');
+  return r.rows.length === 1 ? r.rows[0].actor : r.rows.map((x) => x.actor).join(', ');
 }

@@ -100,7 +100,7 @@ export class Stage {
   async record(raw: Record<string, unknown>): Promise<RecordedOperation> {
     const input = validateOperation(raw, Object.keys(this.world.config.providers));
     const [recorded] = await recordOperations(this.world.ctx, [input]);
-    return recorded!;
+    return recorded;
   }
 
   /** `recon ops submit`. */

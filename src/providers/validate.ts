@@ -15,7 +15,7 @@ type Check = (req: SubmitRequest) => void;
 async function checkFor(name: string, loaded: LoadedConfig): Promise<Check | null> {
   // A provider configured without its secrets here cannot be built; it is checked at submit.
   if (!Object.hasOwn(loaded.providers, name)) return null;
-  const config = loaded.providers[name]!;
+  const config = loaded.providers[name];
   switch (config.type) {
     case 'stripe': {
       // Not the adapter itself: recording need not load stripe-node.

@@ -94,7 +94,7 @@ export class SandboxFaults implements FaultQueue {
   take(idempotencyKey: string | undefined): Fault | undefined {
     const i = this.entries.findIndex((e) => e.idempotencyKey === undefined || e.idempotencyKey === idempotencyKey);
     if (i < 0) return undefined;
-    const entry = this.entries[i]!;
+    const entry = this.entries[i];
     if (--entry.remaining <= 0) this.entries.splice(i, 1);
     return entry.fault;
   }

@@ -66,7 +66,7 @@ export function parseForm(text: string): FormObject {
     const key = decodeURIComponent(rawKey.replace(/\+/g, ' '));
     const value = decodeURIComponent(rawValue.replace(/\+/g, ' '));
     const match = /^([^[]+)((?:\[[^\]]*\])*)$/.exec(key);
-    const path = match ? [match[1]!, ...[...match[2]!.matchAll(/\[([^\]]*)\]/g)].map((m) => m[1]!)] : [key];
+    const path = match ? [match[1], ...[...match[2].matchAll(/\[([^\]]*)\]/g)].map((m) => m[1])] : [key];
     assignPath(root, path, value);
   }
   return root;
@@ -75,9 +75,9 @@ export function parseForm(text: string): FormObject {
 function assignPath(root: FormObject, path: string[], value: string): void {
   let node: FormObject | FormValue[] = root;
   for (let i = 0; i < path.length; i++) {
-    const part = path[i]!;
+    const part = path[i];
     const last = i === path.length - 1;
-    const nextIsArray = !last && (path[i + 1] === '' || /^\d+$/.test(path[i + 1]!));
+    const nextIsArray = !last && (path[i + 1] === '' || /^\d+$/.test(path[i + 1]));
     if (Array.isArray(node)) {
       const index = part === '' ? node.length : Number(part);
       if (last) node[index] = value;
@@ -85,9 +85,8 @@ function assignPath(root: FormObject, path: string[], value: string): void {
     } else {
       if (last) node[part] = value;
       else {
-        const existing = node[part];
-        node = (typeof existing === 'object' ? existing : (node[part] = nextIsArray ? [] : {})) as
-          FormObject | FormValue[];
+        const existing: FormValue | undefined = node[part];
+        node = typeof existing === 'object' ? existing : (node[part] = nextIsArray ? [] : {});
       }
     }
   }

@@ -53,7 +53,7 @@ export function chooseStore(o: ChooseStoreOptions): StoreChoice {
   if (o.configDb) {
     let url = o.configDb;
     const m = /^pglite:(.+)$/.exec(url);
-    if (m && !path.isAbsolute(m[1]!) && o.configPath) url = `pglite:${path.resolve(path.dirname(o.configPath), m[1]!)}`;
+    if (m && !path.isAbsolute(m[1]) && o.configPath) url = `pglite:${path.resolve(path.dirname(o.configPath), m[1])}`;
     return withFolder({ url, source: 'config' });
   }
   const found = findStoreFolder(o.cwd);
@@ -69,7 +69,7 @@ export function chooseStore(o: ChooseStoreOptions): StoreChoice {
 
 function withFolder(c: StoreChoice): StoreChoice {
   const m = /^pglite:(.+)$/.exec(c.url);
-  return m ? { ...c, folder: path.resolve(m[1]!) } : c;
+  return m ? { ...c, folder: path.resolve(m[1]) } : c;
 }
 
 function isDirectory(p: string): boolean {

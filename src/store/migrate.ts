@@ -79,7 +79,7 @@ export function loadMigrations(dir: string = migrationsDir()): Migration[] {
     if (version < 1 || migrations.some((x) => x.version === version)) {
       throw new ReconError(`migration ${path.join(dir, file)}: version ${version} is zero or used twice`);
     }
-    migrations.push({ version, name: m[2]!, file, sql: fs.readFileSync(path.join(dir, file), 'utf8') });
+    migrations.push({ version, name: m[2], file, sql: fs.readFileSync(path.join(dir, file), 'utf8') });
   }
   return migrations.sort((a, b) => a.version - b.version);
 }
@@ -186,7 +186,7 @@ function status(known: Migration[], applied: number[]): SchemaStatus {
   const done = new Set(applied);
   return {
     version: applied.length ? Math.max(...applied) : 0,
-    latest: known.length ? known[known.length - 1]!.version : 0,
+    latest: known.length ? known[known.length - 1].version : 0,
     pending: known.filter((m) => !done.has(m.version)).map((m) => m.version),
   };
 }

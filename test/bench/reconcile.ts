@@ -43,7 +43,7 @@ function check(s: RunSummary, n: number, what: string): void {
 function maxPerSecond(times: number[]): number {
   let max = 0;
   for (let i = 0, j = 0; i < times.length; i++) {
-    while (times[i]! - times[j]! >= 1000) j++;
+    while (times[i] - times[j] >= 1000) j++;
     max = Math.max(max, i - j + 1);
   }
   return max;
@@ -93,7 +93,7 @@ export const reconcileThroughput: Benchmark = {
       check(summary, n, 'recon run against the sandbox');
       const throttled = sandbox.stats.status[429] ?? 0;
       const lookups = arrivals.length;
-      const rate = (lookups - 1) / ((arrivals.at(-1)! - arrivals[0]!) / 1000);
+      const rate = (lookups - 1) / ((arrivals.at(-1)! - arrivals[0]) / 1000);
       ctx.log(`  recon run: ${n} ops, ${lookups} lookups at ${round(rate, 1)}/s, ${throttled} answered 429`);
       const reconCpu = child.cpuMs! / n;
 

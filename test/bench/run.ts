@@ -80,7 +80,7 @@ async function showSettings(url: string): Promise<Record<string, string>> {
     const out: Record<string, string> = {};
     for (const name of ['fsync', 'synchronous_commit', 'full_page_writes', 'server_version']) {
       const r = await client.query<Record<string, string>>(`SHOW ${name}`);
-      out[name] = Object.values(r.rows[0]!)[0]!;
+      out[name] = Object.values(r.rows[0])[0]!;
     }
     return out;
   } finally {

@@ -44,7 +44,7 @@ async function recon(ctx: BenchContext, n: number): Promise<{ ms: number; cpuMs:
       env: {},
       cwd: dir,
     });
-    const provider = instantProvider('w', config.providers.stripe!.capabilities);
+    const provider = instantProvider('w', config.providers.stripe.capabilities);
     const core: CoreContext = { db: store.db, actor: 'bench', now: () => new Date() };
     // The claimed rows, as claimForRun returns them: the claim is not what this measures.
     const all = await store.db.query('SELECT * FROM recon.operations ORDER BY id');
@@ -68,13 +68,7 @@ async function recon(ctx: BenchContext, n: number): Promise<{ ms: number; cpuMs:
         for (const { owner, ops, histories } of mine) {
           const plans = await Promise.all(
             ops.map(async (op) =>
-              planDecision(
-                core,
-                provider,
-                op,
-                await provider.lookup({ operation_id: op.id } as never),
-                histories.get(op.id)!,
-              ),
+              planDecision(core, provider, op, await provider.lookup({ operation_id: op.id }), histories.get(op.id)!),
             ),
           );
           const applied = await applyDecisions(core, plans, owner);
@@ -86,7 +80,7 @@ async function recon(ctx: BenchContext, n: number): Promise<{ ms: number; cpuMs:
     const ms = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
     const events = await store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_events');
-    if (Number(events.rows[0]!.n) !== n) throw new Error(`expected ${n} audit events, found ${events.rows[0]!.n}`);
+    if (Number(events.rows[0].n) !== n) throw new Error(`expected ${n} audit events, found ${events.rows[0].n}`);
     return { ms, cpuMs: (cpu.user + cpu.system) / 1000 };
   } finally {
     await store.db.close();

@@ -208,7 +208,7 @@ class Campaign {
   private operationJson(op: PlannedOp): Record<string, unknown> {
     const base = { id: op.id, provider: op.provider, client_reference: op.clientReference, approval: 'CAMPAIGN-1' };
     if (op.provider === 'stripe') {
-      const pi = this.paymentIntents[op.paymentIntent!]!;
+      const pi = this.paymentIntents[op.paymentIntent!];
       return {
         ...base,
         action: 'refund',
@@ -231,7 +231,7 @@ class Campaign {
     const sandbox = op.provider === 'stripe' ? this.world.stripe : this.world.warehouse;
     for (const f of op.submitFaults) sandbox.faults.inject(f.fault, { idempotencyKey: op.id, times: f.times });
     const proxy = op.provider === 'stripe' ? this.world.stripeProxy : this.world.warehouseProxy;
-    const key = op.provider === 'stripe' ? this.paymentIntents[op.paymentIntent!]!.payment_intent : op.clientReference;
+    const key = op.provider === 'stripe' ? this.paymentIntents[op.paymentIntent!].payment_intent : op.clientReference;
     for (const f of op.lookupFaults) proxy.inject(key, f.kind, f.times);
   }
 
@@ -248,7 +248,7 @@ class Campaign {
           this.planted.add(s.id);
           continue;
         }
-        const pi = this.paymentIntents[op.paymentIntent!]!;
+        const pi = this.paymentIntents[op.paymentIntent!];
         const metadata: Record<string, string> =
           p.kind === 'lookalike' ? {} : { recon_operation_id: op.id, recon_client_reference: op.clientReference };
         const refund = this.world.stripe.seedRefund({
@@ -297,7 +297,7 @@ class Campaign {
     this.plantAll('mid', round, (_op, i) => i % rounds === round);
     this.changeStatuses(0.5);
     this.desk.collect(round);
-    const kills = this.plan.rounds[round]!.killAfterMs;
+    const kills = this.plan.rounds[round].killAfterMs;
     this.workers.rounds++;
     if (this.o.db === 'postgres') {
       this.workers.max_concurrent = Math.max(this.workers.max_concurrent, kills.length);
@@ -305,7 +305,7 @@ class Campaign {
     } else {
       this.workers.max_concurrent = Math.max(this.workers.max_concurrent, 1);
       for (let i = 0; i < kills.length; i++) {
-        await this.worker(round, i, kills[i]!);
+        await this.worker(round, i, kills[i]);
         if (i === 0) await this.desk.deliverDue(round, 1);
       }
     }

@@ -20,7 +20,7 @@ const USAGE = 'usage: npm run campaign -- --seed N --ops N --db postgres|pglite 
 function parseArgs(argv: string[]): Args {
   const args: Args = { seed: 1, ops: 40, db: 'postgres', json: false };
   for (let i = 0; i < argv.length; i++) {
-    const [flag, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
+    const [flag, inline] = argv[i].split('=', 2) as [string, string | undefined];
     const value = () => inline ?? argv[++i] ?? '';
     if (flag === '--json') args.json = true;
     else if (flag === '--seed' || flag === '--ops') {

@@ -43,7 +43,7 @@ export function duplicatesOracle(refunds: Refund[], windowS = DAY_S): DuplicateG
   const clusters = new Map<string, Set<string>>();
   for (let i = 0; i < refunds.length; i++) {
     for (let j = i + 1; j < refunds.length; j++) {
-      const [a, b] = [refunds[i]!, refunds[j]!];
+      const [a, b] = [refunds[i], refunds[j]];
       const sameGroup = (a.charge ?? a.payment_intent) === (b.charge ?? b.payment_intent);
       if (!sameGroup || a.amount !== b.amount || Math.abs(a.created - b.created) > windowS) continue;
       if (opOf(a) !== null && opOf(b) !== null) continue;

@@ -106,7 +106,7 @@ export function makePlan(seed: number, opCount: number, db: 'postgres' | 'pglite
       const share = paymentIntents.length > 0 && r.chance(0.2);
       if (!share) paymentIntents.push({ currency: r.pick(CURRENCIES) });
       op.paymentIntent = share ? r.int(0, paymentIntents.length - 1) : paymentIntents.length - 1;
-      op.currency = paymentIntents[op.paymentIntent]!.currency;
+      op.currency = paymentIntents[op.paymentIntent].currency;
       op.amount = r.int(100, 9_999);
     }
     if (r.chance(0.7)) {

@@ -45,7 +45,7 @@ export class Prng {
 
   pick<T>(items: readonly T[]): T {
     if (items.length === 0) throw new Error('pick from an empty list');
-    return items[Math.floor(this.float() * items.length)]!;
+    return items[Math.floor(this.float() * items.length)];
   }
 
   /** A new array, Fisher–Yates shuffled. */
@@ -53,7 +53,7 @@ export class Prng {
     const out = [...items];
     for (let i = out.length - 1; i > 0; i--) {
       const j = Math.floor(this.float() * (i + 1));
-      [out[i], out[j]] = [out[j]!, out[i]!];
+      [out[i], out[j]] = [out[j], out[i]];
     }
     return out;
   }

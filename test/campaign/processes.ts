@@ -180,7 +180,7 @@ export async function lanes<T>(items: T[], n: number, fn: (item: T) => Promise<v
   let next = 0;
   await Promise.all(
     Array.from({ length: n }, async () => {
-      while (next < items.length) await fn(items[next++]!);
+      while (next < items.length) await fn(items[next++]);
     }),
   );
 }

@@ -35,7 +35,7 @@ export async function startFaultProxy(target: string, errorBody: (status: number
     const q = queues.get(key);
     const head = q?.[0];
     if (!head) return undefined;
-    if (--head.remaining <= 0) q!.shift();
+    if (--head.remaining <= 0) q.shift();
     applied[head.kind] = (applied[head.kind] ?? 0) + 1;
     return head.kind;
   };

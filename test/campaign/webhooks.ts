@@ -128,7 +128,7 @@ export class WebhookDesk {
     this.queue = this.queue.filter((q) => q.dueRound > round);
     let next = 0;
     const lanes = Array.from({ length: Math.max(1, concurrency) }, async () => {
-      while (next < due.length) await this.one(due[next++]!, round);
+      while (next < due.length) await this.one(due[next++], round);
     });
     await Promise.all(lanes);
   }
@@ -151,16 +151,14 @@ export class WebhookDesk {
     const newest = this.newestDelivered.get(q.refundId) ?? 0;
     if (q.seq < newest) this.stats.out_of_order++;
     this.newestDelivered.set(q.refundId, Math.max(newest, q.seq));
-    const record =
-      this.records.get(q.event.id) ??
-      ({
-        event_id: q.event.id,
-        refund_id: q.refundId,
-        type: q.event.type,
-        deliveries: 0,
-        accepted: 0,
-        failures: [],
-      } as DeliveryRecord);
+    const record = this.records.get(q.event.id) ?? {
+      event_id: q.event.id,
+      refund_id: q.refundId,
+      type: q.event.type,
+      deliveries: 0,
+      accepted: 0,
+      failures: [],
+    };
     this.records.set(q.event.id, record);
     let refused = false;
     const once = async () => {

@@ -173,14 +173,14 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
     const ops = await claimed(ids);
     const heads = await chainHeads(db, ids);
     // A webhook's note on the first operation, between the head read and the group's write.
-    await db.transaction((tx) => note(tx, ids[0]!, { actor: 'webhook', now: ms(500), kind: 'webhook.seen' }));
+    await db.transaction((tx) => note(tx, ids[0], { actor: 'webhook', now: ms(500), kind: 'webhook.seen' }));
     const results = await applyDecisions(
       ctxAt(ms(1000)),
       ids.map((id) => ({ ...plan(ops.get(id)!, notFound, wait), head: heads.get(id) })),
       'W',
     );
     expect(results.map((r) => r.ok)).toEqual([true, true]);
-    const kinds = (await eventsOf(db, ids[0]!)).map((e) => e.kind);
+    const kinds = (await eventsOf(db, ids[0])).map((e) => e.kind);
     expect(kinds.slice(-2)).toEqual(['webhook.seen', 'reconcile.wait']);
     expect((await verifyChains(db)).ok).toBe(true);
   });
@@ -195,7 +195,7 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
         ...db,
         query: (sql: string, params?: unknown[]) => (statements.push(sql), db.query(sql, params)),
         transaction: (fn) => (statements.push('BEGIN'), db.transaction(fn)),
-      } as Db,
+      },
       actor: 'test',
       now: () => ms(1000),
     };

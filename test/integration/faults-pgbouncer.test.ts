@@ -131,7 +131,7 @@ describe('behind PgBouncer (pool_mode = transaction)', () => {
               `SELECT count(*)::int AS n FROM pg_stat_activity
                 WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%recon.operations%'`,
             );
-            if (Number(r.rows[0]!.n) >= WORKERS) return;
+            if (Number(r.rows[0].n) >= WORKERS) return;
             await sleep(25);
           }
           throw new Error('the workers never reached their first claim');

@@ -67,7 +67,7 @@ describe('PostgreSQL lost mid-run', () => {
         const r = await watcher.query<{ n: number }>(
           'SELECT count(*)::int AS n FROM recon.operations WHERE last_checked_at IS NOT NULL',
         );
-        checked = Number(r.rows[0]!.n);
+        checked = Number(r.rows[0].n);
       }
     } finally {
       await watcher.close();
@@ -90,7 +90,7 @@ describe('PostgreSQL lost mid-run', () => {
             `SELECT count(*)::int AS n FROM pg_stat_activity
               WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
           );
-          blocked = Number(r.rows[0]!.n) > 0;
+          blocked = Number(r.rows[0].n) > 0;
           if (!blocked) await sleep(25);
         }
         await held;

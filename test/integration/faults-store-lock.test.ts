@@ -90,7 +90,7 @@ describe('the embedded store lock', () => {
     const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
     children.push(parent);
     const pid = await new Promise<number>((resolve) =>
-      parent.stdout!.once('data', (d) => resolve(Number(String(d).trim()))),
+      parent.stdout.once('data', (d) => resolve(Number(String(d).trim()))),
     );
     let state = '';
     for (let i = 0; i < 100 && state !== 'Z'; i++) {

@@ -25,7 +25,7 @@ function readmeRoleSql(): string[] {
   const start = readme.indexOf("### Running with a role that does not own recon's tables");
   if (start < 0) throw new Error('README.md has no section "Running with a role that does not own recon\'s tables"');
   const section = readme.slice(start, readme.indexOf('\n## ', start));
-  return [...section.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!);
+  return [...section.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]);
 }
 
 async function exec(url: string, sql: string): Promise<void> {
@@ -64,10 +64,10 @@ describe.skipIf(selected === 'pglite')('recon with a role that does not own its 
     );
     expect(blocks).toHaveLength(2);
     dbUrl = await createDatabase(base());
-    await exec(dbUrl, blocks[0]!.replaceAll(/\bops\b/g, new URL(dbUrl).pathname.slice(1)));
+    await exec(dbUrl, blocks[0].replaceAll(/\bops\b/g, new URL(dbUrl).pathname.slice(1)));
     // `recon db migrate` as the owner (the store migrates itself on first use).
     await (await openStore(as(dbUrl, owner))).close();
-    await exec(as(dbUrl, owner), blocks[1]!);
+    await exec(as(dbUrl, owner), blocks[1]);
 
     const db = await openStore(as(dbUrl, worker));
     try {

@@ -217,7 +217,7 @@ export async function playSeedIncident(world: World, agent: Agent, id: string, p
   expect(checked).toMatchObject({
     checked: true,
     next: 'none',
-    provider_txn_ids: [ledger[0]!.id],
+    provider_txn_ids: [ledger[0].id],
     decision: { decision: 'confirm', rule: 'found.confirmed' },
   });
   expect(refundRequests(world)).toBe(requestsAfterExecute);

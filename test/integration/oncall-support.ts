@@ -88,7 +88,6 @@ export function reconTty(
 
 /** Strips colour and cursor escape codes from a captured screen. */
 export function plain(screen: string): string {
-  // eslint-disable-next-line no-control-regex
   return screen.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '').replace(/\u001b\][^\u0007]*\u0007/g, '');
 }
 

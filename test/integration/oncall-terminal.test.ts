@@ -186,7 +186,7 @@ describe('errors', () => {
       child.stderr.on('data', (d) => {
         err += d;
         const m = /^port (\d+)$/m.exec(err);
-        if (m && err.includes('listening on')) resolve(m[1]!);
+        if (m && err.includes('listening on')) resolve(m[1]);
       });
       child.on('close', () => resolve(''));
     });

@@ -20,7 +20,7 @@ function fakeClock(start = 1_000_000) {
 function maxPerSecond(times: number[]): number {
   let max = 0;
   for (let i = 0, j = 0; i < times.length; i++) {
-    while (times[i]! - times[j]! >= 1000) j++;
+    while (times[i] - times[j] >= 1000) j++;
     max = Math.max(max, i - j + 1);
   }
   return max;
@@ -70,7 +70,7 @@ describe('TokenBucket', () => {
     const times: number[] = [];
     await Promise.all(Array.from({ length: 1000 }, () => bucket.take().then(() => times.push(clock.t))));
     expect(maxPerSecond(times)).toBeLessThanOrEqual(100);
-    const rate = (times.length - 1) / ((times.at(-1)! - times[0]!) / 1000);
+    const rate = (times.length - 1) / ((times.at(-1)! - times[0]) / 1000);
     expect(rate).toBeGreaterThanOrEqual(95);
   });
 

@@ -37,11 +37,11 @@ describe('sandbox refund list', () => {
     }
     expect(seen).toHaveLength(1000);
     expect(new Set(seen.map((r) => r.id)).size).toBe(1000);
-    for (let i = 1; i < seen.length; i++) expect(seen[i - 1]!.created).toBeGreaterThanOrEqual(seen[i]!.created);
-    const back = page(ledger, { limit: '10', ending_before: seen[500]!.id });
+    for (let i = 1; i < seen.length; i++) expect(seen[i - 1].created).toBeGreaterThanOrEqual(seen[i].created);
+    const back = page(ledger, { limit: '10', ending_before: seen[500].id });
     expect(back.data.map((r) => r.id)).toEqual(seen.slice(490, 500).map((r) => r.id));
     expect(back.has_more).toBe(true);
-    const top = page(ledger, { limit: '10', ending_before: seen[5]!.id });
+    const top = page(ledger, { limit: '10', ending_before: seen[5].id });
     expect(top.data.map((r) => r.id)).toEqual(seen.slice(0, 5).map((r) => r.id));
     expect(top.has_more).toBe(false);
     const ranged = page(ledger, { limit: '100', created: { lte: String(BASE - 99), gte: String(BASE - 100) } });
@@ -53,14 +53,14 @@ describe('sandbox refund list', () => {
   it('costs the same for a page at the end of 30,000 refunds as for the first page', () => {
     const ledger = ledgerOf(30_000);
     const first = page(ledger, { limit: '100' });
-    const deep = page(ledger, { limit: '1', created: String(BASE - 8_000) }).data[0]!;
+    const deep = page(ledger, { limit: '1', created: String(BASE - 8_000) }).data[0];
     const time = (params: Record<string, string>) => {
       const t0 = performance.now();
       for (let i = 0; i < 200; i++) page(ledger, { limit: '1', ...params });
       return performance.now() - t0;
     };
-    time({ starting_after: first.data[0]!.id }); // warm up
-    const shallow = time({ starting_after: first.data[0]!.id });
+    time({ starting_after: first.data[0].id }); // warm up
+    const shallow = time({ starting_after: first.data[0].id });
     const atDepth = time({ starting_after: deep.id });
     // Walking from the head costs ~24,000 comparisons per page at that depth, against ~15 by binary search.
     expect(atDepth).toBeLessThan(4 * shallow + 5);

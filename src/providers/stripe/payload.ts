@@ -52,7 +52,7 @@ export function refundParams(req: SubmitRequest, where: string): Stripe.RefundCr
   if (p['reason'] !== undefined) {
     if (typeof p['reason'] !== 'string' || !REASONS.includes(p['reason']))
       throw new UsageError(`payload.reason: must be one of ${REASONS.join(', ')} (Stripe's refund reasons)`);
-    params.reason = p['reason'] as Stripe.RefundCreateParams.Reason;
+    params.reason = p['reason'];
   }
   const metadata: Record<string, string> = {};
   const given = p['metadata'];

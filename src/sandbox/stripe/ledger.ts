@@ -200,8 +200,8 @@ export class StripeLedger {
       charge: ch,
       amount: refundAmount,
       currency: ch.currency,
-      metadata: metadata as Record<string, string>,
-      reason: (params.reason as string | undefined) ?? null,
+      metadata: metadata,
+      reason: params.reason ?? null,
       status,
       created: this.nowSeconds(),
     });
@@ -328,7 +328,7 @@ export class StripeLedger {
       // ending_before: the page just newer than the cursor, still newest first.
       const end = prefixLength(source, (s) => newer(s, cursor!));
       const page: Stored[] = [];
-      for (let i = end - 1; i >= 0 && page.length <= limit; i--) if (matches(source[i]!)) page.push(source[i]!);
+      for (let i = end - 1; i >= 0 && page.length <= limit; i--) if (matches(source[i])) page.push(source[i]);
       const has_more = page.length > limit;
       return {
         data: page
@@ -349,7 +349,7 @@ export class StripeLedger {
     const data: Refund[] = [];
     let has_more = false;
     for (let i = start; i < source.length; i++) {
-      const s = source[i]!;
+      const s = source[i];
       if (s.refund.created < lower) break;
       if (!matches(s)) continue;
       if (data.length === limit) {
@@ -368,7 +368,7 @@ function prefixLength(list: Stored[], inPrefix: (s: Stored) => boolean): number 
   let hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (inPrefix(list[mid]!)) lo = mid + 1;
+    if (inPrefix(list[mid])) lo = mid + 1;
     else hi = mid;
   }
   return lo;
@@ -380,7 +380,7 @@ function insertNewestFirst(list: Stored[], stored: Stored): void {
   let hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (newer(list[mid]!, stored)) lo = mid + 1;
+    if (newer(list[mid], stored)) lo = mid + 1;
     else hi = mid;
   }
   list.splice(lo, 0, stored);

@@ -119,7 +119,7 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
     const { path, query } = parseQuery(req.url ?? '/');
     if (path.startsWith('/_sandbox/')) {
       await handleAdmin(req, res, faults, {
-        'GET /ledger': (_b, q) => ({ data: ledger.refunds(Object.fromEntries(q) as RefundFilter) }),
+        'GET /ledger': (_b, q) => ({ data: ledger.refunds(Object.fromEntries(q)) }),
         'GET /stats': () => stats,
         'GET /events': () => ({ data: emitted }),
         'POST /seed/payment_intent': (b) => ledger.seedPaymentIntent(b as never),

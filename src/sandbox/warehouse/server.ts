@@ -199,7 +199,7 @@ export async function startWarehouseSandbox(opts: WarehouseSandboxOptions = {}):
     const url = new URL(req.url ?? '/', 'http://warehouse');
     if (url.pathname.startsWith('/_sandbox/')) {
       await handleAdmin(req, res, faults, {
-        'GET /ledger': (_b, q) => ({ data: ledger.shipments(Object.fromEntries(q) as ShipmentFilter) }),
+        'GET /ledger': (_b, q) => ({ data: ledger.shipments(Object.fromEntries(q)) }),
         'GET /stats': () => stats,
         'POST /seed/shipment': (b) => {
           const { idempotency_key, status, created, ...payload } = b;
@@ -228,7 +228,7 @@ export async function startWarehouseSandbox(opts: WarehouseSandboxOptions = {}):
     if (!route) return send(404, error('not_found', `No route ${method} ${url.pathname}.`));
     if (route.name === 'POST /v1/shipments') return createShipment(req, res, reqId, send);
     if (route.name === 'GET /v1/shipments') return listShipments(url, send);
-    const id = decodeURIComponent((match as RegExpExecArray | null)![1]!);
+    const id = decodeURIComponent((match as RegExpExecArray | null)![1]);
     const shipment = ledger.get(id);
     if (!shipment) return send(404, error('not_found', `No shipment ${id}.`));
     send(200, shipment);
