@@ -4,7 +4,7 @@ import type { AuditEvent, Decision, LookupResult, Observation, Operation, Provid
 import { GENESIS_HASH, chainEvent, insertEvents } from './audit.js';
 import type { CoreContext } from './context.js';
 import { backoffDelay } from './ratelimit.js';
-import { rowToObservation } from './repo.js';
+import { rowToObservation, type ObservationRow } from './repo.js';
 import { decide } from './rule.js';
 import { payloadHash } from './canonical.js';
 import { assertTransition, isTerminal } from './states.js';
@@ -113,7 +113,7 @@ export async function historiesOf(q: Queryable, ops: Operation[]): Promise<Map<s
   const retried = ops.filter((op) => op.attempt_count > 1).map((op) => op.id);
   const ids = ops.map((op) => op.id);
   const [obs, attempts, heads, linked] = await Promise.all([
-    q.query(
+    q.query<ObservationRow>(
       'SELECT * FROM recon.observations WHERE operation_id = ANY($1::text[]) ORDER BY operation_id, observed_at, id',
       [ids],
     ),

@@ -87,7 +87,13 @@ export async function appendEvent(tx: Queryable, ev: NewAuditEvent): Promise<Aud
   return event;
 }
 
-export function rowToEvent(r: any): AuditEvent {
+type AuditEventRow = Omit<AuditEvent, 'seq' | 'at' | 'detail'> & {
+  seq: number | string;
+  at: Date | string;
+  detail: AuditEvent['detail'] | null;
+};
+
+function rowToEvent(r: AuditEventRow): AuditEvent {
   return {
     operation_id: r.operation_id,
     seq: Number(r.seq),
@@ -104,7 +110,9 @@ export function rowToEvent(r: any): AuditEvent {
 }
 
 export async function eventsOf(q: Queryable, operationId: string): Promise<AuditEvent[]> {
-  const r = await q.query('SELECT * FROM recon.audit_events WHERE operation_id = $1 ORDER BY seq', [operationId]);
+  const r = await q.query<AuditEventRow>('SELECT * FROM recon.audit_events WHERE operation_id = $1 ORDER BY seq', [
+    operationId,
+  ]);
   return r.rows.map(rowToEvent);
 }
 
@@ -168,7 +176,7 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
     if (opts.heads) opts.heads[current] = [prev.seq, prev.hash];
   };
   for (;;) {
-    const page = await q.query(
+    const page = await q.query<AuditEventRow>(
       `SELECT * FROM recon.audit_events
         WHERE (operation_id, seq) > ($1::text, $2::int) AND ($4::text IS NULL OR operation_id = $4::text)
         ORDER BY operation_id, seq LIMIT $3::int`,

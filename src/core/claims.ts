@@ -3,7 +3,7 @@ import type { Queryable } from '../store/db.js';
 import type { Operation } from '../types.js';
 import { payloadHash } from './canonical.js';
 import type { CoreContext } from './context.js';
-import { lockOperation, rowToOperation } from './repo.js';
+import { lockOperation, rowToOperation, type OperationRow } from './repo.js';
 import { transition } from './transition.js';
 
 /**
@@ -55,7 +55,7 @@ export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Cla
   // re-checked on that version, so it is skipped. (When the check was a NOT EXISTS over
   // recon.observations, that subquery kept the statement's older snapshot: 4 concurrent
   // `recon run`s decided dozens of operations twice, npm run bench.)
-  const r = await q.query(
+  const r = await q.query<ClaimedRow>(
     `WITH c AS (
        SELECT id, lease_expires_at AS previous_lease_expires_at FROM recon.operations
         WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')
@@ -229,7 +229,7 @@ export async function claimOne(
   id: string,
   o: { owner: string; leaseMs: number; now: Date },
 ): Promise<ClaimedOperation | null> {
-  const r = await q.query(
+  const r = await q.query<ClaimedRow>(
     `UPDATE recon.operations o
         SET lease_owner = $2::text, lease_expires_at = $3::timestamptz + make_interval(secs => $4::int / 1000.0)
        FROM (SELECT id, lease_expires_at AS previous_lease_expires_at FROM recon.operations WHERE id = $1 FOR UPDATE) c
@@ -241,6 +241,8 @@ export async function claimOne(
   return r.rows[0] ? rowToClaimed(r.rows[0]) : null;
 }
 
-function rowToClaimed(row: any): ClaimedOperation {
+type ClaimedRow = OperationRow & { previous_lease_expires_at?: Date | null };
+
+function rowToClaimed(row: ClaimedRow): ClaimedOperation {
   return { ...rowToOperation(row), previous_lease_expires_at: row.previous_lease_expires_at ?? null };
 }

@@ -256,7 +256,7 @@ interface GroupRow {
  * (the same-charge kind: the members of its qualifying pairs), with what recon holds for each.
  */
 async function describeGroups(q: Queryable, groups: GroupRow[], o: FindOptions): Promise<Duplicate[]> {
-  const r = await q.query(
+  const r = await q.query<DuplicateRow>(
     `WITH g AS (
        SELECT * FROM unnest($1::int[], $2::text[], $3::text[], $4::text[], $8::text[], $9::bigint[])
                   AS g(ord, provider, kind, key, grp, amount)
@@ -298,13 +298,28 @@ async function describeGroups(q: Queryable, groups: GroupRow[], o: FindOptions):
       groups.map((g) => g.amount),
     ],
   );
-  const rowsOf: any[][] = groups.map(() => []);
+  const rowsOf: DuplicateRow[][] = groups.map(() => []);
   for (const row of r.rows) rowsOf[Number(row.ord)].push(row);
   return groups.map((g, i) => describeGroup(g, rowsOf[i]));
 }
 
-function describeGroup(g: GroupRow, rows: any[]): Duplicate {
-  const transactions: DuplicateTxn[] = rows.map((t: any) => ({
+interface DuplicateRow {
+  ord: number | string;
+  provider_id: string;
+  amount: number | string | null;
+  currency: string | null;
+  status: string;
+  created: Date | string;
+  operation_id: string | null;
+  client_reference: string | null;
+  grp: string | null;
+  recon_operation: string | null;
+  recon_state: string | null;
+  review_reason: string | null;
+}
+
+function describeGroup(g: GroupRow, rows: DuplicateRow[]): Duplicate {
+  const transactions: DuplicateTxn[] = rows.map((t) => ({
     provider_id: t.provider_id,
     amount: t.amount === null ? null : Number(t.amount),
     currency: t.currency,
@@ -317,8 +332,7 @@ function describeGroup(g: GroupRow, rows: any[]): Duplicate {
     recon_state: t.recon_state,
   }));
   const recon_knows =
-    rows.length > 0 &&
-    rows.every((t: any) => t.recon_operation && (t.recon_state === 'needs_review' || t.review_reason));
+    rows.length > 0 && rows.every((t) => t.recon_operation && (t.recon_state === 'needs_review' || t.review_reason));
   return {
     provider: g.provider,
     kind: g.kind,

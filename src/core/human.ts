@@ -1,7 +1,7 @@
 import { NotFoundError, ProviderUnavailableError, RefusedError, UsageError } from '../errors.js';
 import type { Operation, Provider, ProviderTxn, State } from '../types.js';
 import type { CoreContext } from './context.js';
-import { getOperation, lockOperation, rowToOperation, transactionsOf } from './repo.js';
+import { getOperation, lockOperation, rowToOperation, transactionsOf, type OperationRow } from './repo.js';
 import { txnMismatches } from './match.js';
 import { lookupQueryFor } from './reconcile.js';
 import { canTransition } from './states.js';
@@ -95,7 +95,7 @@ export async function escalate(
     if (current.state === 'needs_review') {
       // Already a person's to decide (SPEC §7): reassign, and record the added reason; the state
       // and the reason a rule gave (duplicate, mismatch…) stay.
-      const r = await tx.query(
+      const r = await tx.query<OperationRow>(
         `UPDATE recon.operations SET assignee = coalesce($2::text, assignee), updated_at = $3::timestamptz
           WHERE id = $1 RETURNING *`,
         [id, o.assignee ?? null, now.toISOString()],

@@ -1,5 +1,5 @@
 import { RefusedError } from '../errors.js';
-import type { State } from '../types.js';
+import type { Operation, State } from '../types.js';
 import { chainEvent, GENESIS_HASH, insertEvents } from './audit.js';
 import { payloadHash } from './canonical.js';
 import type { CoreContext } from './context.js';
@@ -88,7 +88,7 @@ export async function recordOperations(ctx: CoreContext, inputs: OperationInput[
       const created = new Set(ins.rows.map((r) => r.id));
       const existingIds = chunk.filter((o) => !created.has(o.id)).map((o) => o.id);
       if (existingIds.length) {
-        const ex = await tx.query(
+        const ex = await tx.query<Pick<Operation, 'id' | 'provider' | 'action' | 'payload_hash' | 'state'>>(
           'SELECT id, provider, action, payload_hash, state FROM recon.operations WHERE id = ANY($1::text[])',
           [existingIds],
         );

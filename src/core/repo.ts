@@ -2,8 +2,17 @@ import { NotFoundError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import type { Attempt, Observation, Operation, ProviderTransaction, State } from '../types.js';
 
+/** A recon.operations row: bigint columns may come back as strings, hence the Number() below. */
+export type OperationRow = Omit<Operation, 'amount' | 'attempt_count'> & {
+  amount: number | string | null;
+  attempt_count: number | string;
+};
+type AttemptRow = Omit<Attempt, 'number'> & { number: number | string };
+type TransactionRow = Omit<ProviderTransaction, 'amount' | 'client_reference'> & { amount: number | string | null };
+export type ObservationRow = Omit<Observation, 'detail'> & { detail: Observation['detail'] | null };
+
 /** Row → Operation. Both backends return timestamptz as Date and (with our parsers) bigint as number. */
-export function rowToOperation(r: any): Operation {
+export function rowToOperation(r: OperationRow): Operation {
   return {
     id: r.id,
     provider: r.provider,
@@ -30,7 +39,7 @@ export function rowToOperation(r: any): Operation {
 }
 
 export async function findOperation(q: Queryable, id: string): Promise<Operation | null> {
-  const r = await q.query('SELECT * FROM recon.operations WHERE id = $1', [id]);
+  const r = await q.query<OperationRow>('SELECT * FROM recon.operations WHERE id = $1', [id]);
   return r.rows[0] ? rowToOperation(r.rows[0]) : null;
 }
 
@@ -42,7 +51,7 @@ export async function getOperation(q: Queryable, id: string): Promise<Operation>
 
 /** Locks the operation row for the rest of the transaction: the serialisation point for its state and audit chain. */
 export async function lockOperation(tx: Queryable, id: string): Promise<Operation> {
-  const r = await tx.query('SELECT * FROM recon.operations WHERE id = $1 FOR UPDATE', [id]);
+  const r = await tx.query<OperationRow>('SELECT * FROM recon.operations WHERE id = $1 FOR UPDATE', [id]);
   if (!r.rows[0]) throw new NotFoundError(`operation ${id} not found; list operations with: recon ops list`);
   return rowToOperation(r.rows[0]);
 }
@@ -75,7 +84,7 @@ export async function listOperations(q: Queryable, f: ListFilter): Promise<Opera
   params.push(f.limit);
   const sql = `SELECT * FROM recon.operations ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
                ORDER BY created_at DESC, id DESC LIMIT $${params.length}::int`;
-  const r = await q.query(sql, params);
+  const r = await q.query<OperationRow>(sql, params);
   return r.rows.map(rowToOperation);
 }
 
@@ -137,8 +146,8 @@ export async function txnIdsByOperation(q: Queryable, ids: string[]): Promise<Ma
 }
 
 export async function attemptsOf(q: Queryable, id: string): Promise<Attempt[]> {
-  const r = await q.query('SELECT * FROM recon.attempts WHERE operation_id = $1 ORDER BY number', [id]);
-  return r.rows.map((a: any) => ({
+  const r = await q.query<AttemptRow>('SELECT * FROM recon.attempts WHERE operation_id = $1 ORDER BY number', [id]);
+  return r.rows.map((a) => ({
     operation_id: a.operation_id,
     number: Number(a.number),
     idempotency_key: a.idempotency_key,
@@ -152,11 +161,11 @@ export async function attemptsOf(q: Queryable, id: string): Promise<Attempt[]> {
 }
 
 export async function transactionsOf(q: Queryable, id: string): Promise<ProviderTransaction[]> {
-  const r = await q.query(
+  const r = await q.query<TransactionRow>(
     'SELECT * FROM recon.provider_transactions WHERE operation_id = $1 ORDER BY linked_at, provider_id',
     [id],
   );
-  return r.rows.map((t: any) => ({
+  return r.rows.map((t) => ({
     provider: t.provider,
     provider_id: t.provider_id,
     operation_id: t.operation_id,
@@ -173,10 +182,13 @@ export async function transactionsOf(q: Queryable, id: string): Promise<Provider
 }
 
 export async function observationsOf(q: Queryable, id: string): Promise<Observation[]> {
-  const r = await q.query('SELECT * FROM recon.observations WHERE operation_id = $1 ORDER BY observed_at, id', [id]);
+  const r = await q.query<ObservationRow>(
+    'SELECT * FROM recon.observations WHERE operation_id = $1 ORDER BY observed_at, id',
+    [id],
+  );
   return r.rows.map(rowToObservation);
 }
 
-export function rowToObservation(o: any): Observation {
+export function rowToObservation(o: ObservationRow): Observation {
   return { operation_id: o.operation_id, observed_at: o.observed_at, result: o.result, detail: o.detail ?? {} };
 }

@@ -2,7 +2,7 @@ import { LeaseLostError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import type { AuditEvent, LinkedVia, Operation, ProviderTxn, State, ObservationResult } from '../types.js';
 import { appendEvent } from './audit.js';
-import { lockOperation, rowToOperation } from './repo.js';
+import { lockOperation, rowToOperation, type OperationRow } from './repo.js';
 import { assertTransition, isTerminal } from './states.js';
 
 export interface TransitionOptions {
@@ -52,7 +52,7 @@ export async function transition(
   const op = await lockOperation(tx, id);
   if (o.leaseOwner) assertLease(op, o.leaseOwner, o.now);
   assertTransition(id, op.state, to, { by: o.by, review_reason: o.review_reason });
-  const r = await tx.query(
+  const r = await tx.query<OperationRow>(
     `UPDATE recon.operations
         SET state = $2::text, updated_at = $3::timestamptz,
             resolved_at = CASE WHEN $4::boolean THEN $3::timestamptz ELSE NULL END,

@@ -14,7 +14,7 @@ import type { CoreContext } from '../../src/core/context.js';
 import { loadConfig } from '../../src/config.js';
 import type { Db } from '../../src/store/db.js';
 import type { Operation } from '../../src/types.js';
-import { rowToOperation } from '../../src/core/repo.js';
+import { rowToOperation, type OperationRow } from '../../src/core/repo.js';
 import { freshPgStore, mkdir, round, writeStripeConfig, type BenchContext, type Benchmark } from './lib.js';
 import { instantProvider, opId, seedOperations } from './seed.js';
 
@@ -47,7 +47,7 @@ async function recon(ctx: BenchContext, n: number): Promise<{ ms: number; cpuMs:
     const provider = instantProvider('w', config.providers.stripe.capabilities);
     const core: CoreContext = { db: store.db, actor: 'bench', now: () => new Date() };
     // The claimed rows, as claimForRun returns them: the claim is not what this measures.
-    const all = await store.db.query('SELECT * FROM recon.operations ORDER BY id');
+    const all = await store.db.query<OperationRow>('SELECT * FROM recon.operations ORDER BY id');
     const byId = new Map(all.rows.map((r) => [r.id as string, { ...rowToOperation(r), lease_owner: r.lease_owner }]));
     // Histories are read with the claim (recon run reads a claimed batch's at once, while the provider
     // answers): not part of the write path.

@@ -536,7 +536,7 @@ describe.each(backends)('operations core on $name', (backend) => {
     const plans: string[] = [];
     const explaining: Queryable = {
       async query(sql, params) {
-        const r = await db.query('EXPLAIN ' + sql, params);
+        const r = await db.query<Record<string, string>>('EXPLAIN ' + sql, params);
         plans.push(r.rows.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n'));
         return { rows: [], rowCount: 0 };
       },

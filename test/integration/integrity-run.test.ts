@@ -59,7 +59,10 @@ describe.each(backends)('recon run leases, store on $name', (backend) => {
       submit: async () => ({ outcome: 'unknown' }),
       get: async () => null,
       async lookup(q): Promise<LookupResult> {
-        const r = await db.query('SELECT lease_expires_at FROM recon.operations WHERE id = $1', [q.operation_id]);
+        const r = await db.query<{ lease_expires_at: Date }>(
+          'SELECT lease_expires_at FROM recon.operations WHERE id = $1',
+          [q.operation_id],
+        );
         leaseSeen.set(q.operation_id!, r.rows[0].lease_expires_at);
         return { result: 'unavailable', matches: [], candidates: [], error: 'test' };
       },
