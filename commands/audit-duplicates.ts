@@ -149,6 +149,7 @@ const CSV_HEAD = [
 ];
 
 function csvCell(v: unknown): string {
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- any value, as String() prints it (a CSV cell)
   const s = v === null || v === undefined ? '' : String(v);
   return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }

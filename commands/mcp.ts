@@ -100,7 +100,8 @@ function stopped(streams: NodeJS.ReadableStream[]): Promise<void> {
 
 function packageVersion(): string {
   try {
-    return JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    return pkg.version;
   } catch {
     return '0.0.0';
   }

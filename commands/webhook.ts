@@ -33,7 +33,7 @@ export function register(program: Command): void {
         const body =
           !file || file === '-'
             ? await readAll(deps.io.stdin)
-            : await readFile(file, 'utf8').catch((e) => {
+            : await readFile(file, 'utf8').catch((e: NodeJS.ErrnoException) => {
                 throw e.code === 'ENOENT'
                   ? new UsageError(`${file}: no such file; give an existing FILE, or - for stdin`)
                   : e;
@@ -150,7 +150,9 @@ async function serve(
       'the embedded store is held by this server while it runs: other recon commands get exit 6. Use PostgreSQL (RECON_DB=postgres://…) for a long-running server',
     );
   const fallback = opts.provider ?? Object.entries(config.providers).find(([, p]) => secretOf(p))?.[0];
-  const server = http.createServer(async (req, res) => {
+  // The handler catches everything itself; Node does not await it.
+  const server = http.createServer((req, res) => void handleRequest(req, res));
+  async function handleRequest(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const reply = (status: number, body: unknown) => {
       if (res.headersSent) return;
       // After a refused body the rest of the request is not read: close the connection rather
@@ -195,7 +197,7 @@ async function serve(
       info(deps.io, redact(`webhook rejected (${status}): ${(err as Error).message}`));
       reply(status, { error: CLIENT_ERRORS[status] ?? 'internal error' });
     }
-  });
+  }
   // Slow headers are Node's to time out (headersTimeout); slow bodies are readBody's.
   server.headersTimeout = Math.min(server.headersTimeout, bodyTimeoutMs + 1000);
   server.requestTimeout = bodyTimeoutMs * 2;

@@ -27,6 +27,7 @@ export function action<O>(handler: (args: string[], opts: O, deps: Deps) => Prom
   return async (...raw: unknown[]) => {
     const command = raw[raw.length - 1] as Command;
     const opts = command.opts() as O;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- GlobalOptions is an interface, not an OptionValues
     const globals = command.optsWithGlobals() as GlobalOptions;
     const args = raw
       .slice(0, -2)

@@ -56,8 +56,7 @@ export const actionShape = {
     .describe('Present when the call was refused (isError): the rule and why; nothing was sent'),
 };
 
-const actionResult = z.object(actionShape);
-export type ActionResult = z.infer<typeof actionResult>;
+export type ActionResult = z.infer<z.ZodObject<typeof actionShape>>;
 
 /** The common fields for an operation as it is now. */
 export function describeState(op: Operation, txnIds: string[]): ActionResult {

@@ -59,7 +59,7 @@ function deep(value: unknown, depth: number): unknown {
   if (typeof value === 'string') return redact(value);
   if (value === null || typeof value !== 'object' || depth > 50) return value;
   if (Array.isArray(value)) return value.map((v) => deep(v, depth + 1));
-  const proto = Object.getPrototypeOf(value);
+  const proto: unknown = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return value;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) out[redact(k)] = deep(v, depth + 1);

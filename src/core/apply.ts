@@ -216,7 +216,7 @@ export async function applyDecisions(ctx: CoreContext, items: PlannedDecision[],
       group.push(i);
     }
   });
-  const results: Applied[] = new Array(items.length);
+  const results = new Array<Applied>(items.length);
   const members = group.map((i) => items[i]);
   // One statement for the group; should it fail as a whole (a chain head moved since it was read, a
   // transaction linked elsewhere meanwhile, a store error), the group goes again step by step,
@@ -293,7 +293,7 @@ function decisionEvent(
  */
 async function writeGroup(ctx: CoreContext, items: PlannedDecision[], owner: string): Promise<Applied[]> {
   const now = ctx.now();
-  const results: Applied[] = new Array(items.length);
+  const results = new Array<Applied>(items.length);
   const ok: { i: number; row: GroupRow; json: DecisionJson }[] = [];
   const missing = items.filter((item) => !item.head).map((item) => item.op.id);
   const heads = missing.length ? await chainHeads(ctx.db, missing) : new Map<string, ChainHead>();
@@ -369,7 +369,7 @@ async function applyGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
       [items.map((item) => item.op.id)],
     );
     const current = new Map(locked.rows.map((r) => [r.id, r]));
-    const results: Applied[] = new Array(items.length);
+    const results = new Array<Applied>(items.length);
     const ok: { i: number; item: PlannedDecision; d: Decision; detail: Record<string, unknown> }[] = [];
     items.forEach((item, i) => {
       try {

@@ -71,7 +71,7 @@ function write(value: unknown, path: string, out: string[], ancestors: Set<objec
     });
     out.push(']');
   } else {
-    const proto = Object.getPrototypeOf(value);
+    const proto: unknown = Object.getPrototypeOf(value);
     if (proto !== Object.prototype && proto !== null) {
       const kind = value.constructor?.name ?? 'object';
       throw new UsageError(`${path}: a ${kind} is not JSON; use a plain object or array`);

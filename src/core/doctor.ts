@@ -135,8 +135,8 @@ async function providerChecks(p: ProviderConfig, d: DoctorDeps): Promise<Check[]
   const f = d.fetch ?? fetch;
   const caps = p.capabilities;
   const limits = `rate limit ${caps.rateLimit}/s, concurrency ${caps.concurrency}`;
-  let url: string | null = null;
-  let headers: Record<string, string> = {};
+  let url: string | null;
+  let headers: Record<string, string>;
   if (p.type === 'stripe') {
     // A read-only call: the newest refund (GET /v1/refunds?limit=1).
     url = `${(p.apiBase ?? 'https://api.stripe.com').replace(/\/$/, '')}/v1/refunds?limit=1`;

@@ -226,7 +226,7 @@ export function parseOperationsText(text: string, source: string): unknown[] {
 
 function isJsonObject(line: string): boolean {
   try {
-    const v = JSON.parse(line);
+    const v: unknown = JSON.parse(line);
     return typeof v === 'object' && v !== null && !Array.isArray(v);
   } catch {
     return false;

@@ -29,11 +29,11 @@ export async function createProvider(name: string, loaded: LoadedConfig, deps: P
   switch (config.type) {
     case 'stripe': {
       const { createStripeProvider } = await import('./stripe/index.js');
-      return redacting(await createStripeProvider(config, deps));
+      return redacting(createStripeProvider(config, deps));
     }
     case 'http': {
       const { createHttpProvider } = await import('./http/index.js');
-      return redacting(await createHttpProvider(config, deps));
+      return redacting(createHttpProvider(config, deps));
     }
     case 'module': {
       const { loadModuleProvider } = await import('./module/index.js');

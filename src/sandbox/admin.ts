@@ -22,6 +22,7 @@ export async function handleAdmin(
       const { times, idempotencyKey, ...fault } = body;
       faults.inject(parseFault(fault), {
         times: times === undefined ? undefined : Number(times),
+        // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a query parameter, as String() prints it
         idempotencyKey: idempotencyKey === undefined ? undefined : String(idempotencyKey),
       });
       return { pending: faults.pending() };

@@ -131,6 +131,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         return result;
       } catch (err) {
         if (lost !== undefined) {
+          // eslint-disable-next-line @typescript-eslint/no-base-to-string -- whatever was thrown, as String() prints it
           release(lost instanceof Error ? lost : new Error(String(lost)));
           throw wrap(err);
         }
@@ -156,7 +157,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         const seen = clients.map(() => new Set<number>());
         for (let round = 0; round < 3; round++) {
           for (const [i, c] of clients.entries())
-            seen[i].add((await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+            seen[i].add((await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid);
           // Directly, each client keeps one backend of its own: one pid per client, two different pids.
           const [a, b] = seen as [Set<number>, Set<number>];
           if (a.size > 1 || b.size > 1 || [...a].some((pid) => b.has(pid))) return true;

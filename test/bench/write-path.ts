@@ -48,7 +48,7 @@ async function recon(ctx: BenchContext, n: number): Promise<{ ms: number; cpuMs:
     const core: CoreContext = { db: store.db, actor: 'bench', now: () => new Date() };
     // The claimed rows, as claimForRun returns them: the claim is not what this measures.
     const all = await store.db.query<OperationRow>('SELECT * FROM recon.operations ORDER BY id');
-    const byId = new Map(all.rows.map((r) => [r.id as string, { ...rowToOperation(r), lease_owner: r.lease_owner }]));
+    const byId = new Map(all.rows.map((r) => [r.id, { ...rowToOperation(r), lease_owner: r.lease_owner }]));
     // Histories are read with the claim (recon run reads a claimed batch's at once, while the provider
     // answers): not part of the write path.
     const groups: { owner: string; ops: Operation[]; histories: Map<string, History> }[][] = [];

@@ -141,8 +141,8 @@ class Campaign {
     const shipments = world.warehouse.shipments();
     const db = await openStore(world.storeUrl);
     let violations: Violation[];
-    let finalStates: Record<string, number> = {};
-    let reviewReasons: Record<string, number> = {};
+    let finalStates: Record<string, number>;
+    let reviewReasons: Record<string, number>;
     try {
       violations = await checkInvariants({
         db,

@@ -27,6 +27,7 @@ import type { Refund } from '../../src/sandbox/stripe/server.js';
 import type { Shipment } from '../../src/sandbox/warehouse/server.js';
 import { duplicatesOracle, groupKey, type DuplicateGroup } from './oracle.js';
 import type { DeliveryRecord, ForgedRecord } from './webhooks.js';
+import type { JsonDoc } from '../support/cli.js';
 
 export interface Violation {
   invariant: string;
@@ -43,9 +44,9 @@ export interface CheckInput {
   deliveries: DeliveryRecord[];
   forged: ForgedRecord[];
   /** `audit verify --json` and its exit code. */
-  verify: { code: number | null; json: any; stderr: string };
+  verify: { code: number | null; json: JsonDoc; stderr: string };
   /** `audit duplicates --json` runs to compare with the oracle, by label. */
-  duplicates: Record<string, { code: number | null; json: any; stderr: string }>;
+  duplicates: Record<string, { code: number | null; json: JsonDoc; stderr: string }>;
   isPerson(actor: string): boolean;
   /** Violations seen while the processes ran (exit codes, run errors), reported with the others. */
   seen: Violation[];
@@ -232,7 +233,10 @@ export async function checkInvariants(c: CheckInput): Promise<Violation[]> {
   const expected = duplicatesOracle(c.refunds);
   for (const [label, run] of Object.entries(c.duplicates)) {
     const reported: DuplicateGroup[] | null = Array.isArray(run.json?.duplicates)
-      ? run.json.duplicates.map((d: any) => ({ kind: d.kind, ids: d.transactions.map((t: any) => t.provider_id) }))
+      ? run.json.duplicates.map((d: JsonDoc) => ({
+          kind: d.kind,
+          ids: d.transactions.map((t: JsonDoc) => t.provider_id),
+        }))
       : null;
     if (!reported || ![0, 8].includes(run.code ?? -1)) {
       add('audit_duplicates', null, { run: label, exit: run.code, stderr: run.stderr.slice(0, 500) });

@@ -9,7 +9,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { ChildProcess } from 'node:child_process';
 import { expect } from 'vitest';
-import { BIN, cleanEnv } from '../support/cli.js';
+import { BIN, cleanEnv, type JsonDoc } from '../support/cli.js';
 import type { Backend } from '../support/backends.js';
 import type { World, WorldOptions } from '../support/world.js';
 import { startIncidentWorld } from './incidents-support.js';
@@ -38,8 +38,8 @@ export interface Agent {
   /** What the server wrote on stderr. */
   stderr: () => string;
   /** Every tool call and its result, in order, as the client saw them. */
-  transcript: { tool: string; args: Record<string, unknown>; result: any }[];
-  call(tool: string, args: Record<string, unknown>): Promise<any>;
+  transcript: { tool: string; args: Record<string, unknown>; result: JsonDoc }[];
+  call(tool: string, args: Record<string, unknown>): Promise<JsonDoc>;
   close(): Promise<void>;
 }
 
@@ -151,7 +151,7 @@ export function refundRequests(world: World): number {
 }
 
 /** Checks the contract every single-operation result carries (SPEC §9). */
-export function expectAction(result: any, state: string | null): any {
+export function expectAction(result: JsonDoc, state: string | null): JsonDoc {
   const s = result.structuredContent;
   expect(s, JSON.stringify(result)).toBeDefined();
   expect(s).toEqual(

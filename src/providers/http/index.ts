@@ -96,7 +96,7 @@ export function createHttpProvider(config: HttpProviderConfig, deps: HttpProvide
   }
 
   /** Reads: any network failure or non-2xx other than 404 is provider trouble. */
-  async function read(mapping: HttpRequestMapping, path: string): Promise<unknown | null> {
+  async function read(mapping: HttpRequestMapping, path: string): Promise<unknown> {
     let answer: HttpAnswer;
     try {
       answer = await send(mapping, path);

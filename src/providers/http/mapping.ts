@@ -53,6 +53,7 @@ export function fillPath(
 function valueOf(values: Record<string, unknown>, name: string): string | undefined {
   const v = name in values ? values[name] : getPath(values, name);
   if (v === undefined || v === null || v === '') return undefined;
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a scalar here (objects are JSON above)
   return typeof v === 'object' ? JSON.stringify(v) : String(v);
 }
 
@@ -98,6 +99,7 @@ export function toTxn(obj: unknown, config: HttpProviderConfig): ProviderTxn | n
   const f: HttpFieldMapping = config.fields;
   const id = getPath(obj, f.id);
   if (typeof id !== 'string' && typeof id !== 'number') return null;
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a provider body's field, as String() prints it
   const status = String(getPath(obj, f.status) ?? '');
   const str = (p: string | null) => {
     const v = p === null ? undefined : getPath(obj, p);

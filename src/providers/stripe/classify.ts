@@ -113,5 +113,6 @@ export function headerOf(headers: Record<string, unknown> | undefined, name: str
     headers[name] ??
     headers[name.toLowerCase()] ??
     Object.entries(headers).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1];
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a header value, as String() prints it
   return Array.isArray(value) ? String(value[0]) : value === undefined ? undefined : String(value);
 }

@@ -79,9 +79,10 @@ async function createRefund(ctx: StripeRouteContext, r: ApiRequest): Promise<voi
     req: r.req,
     res: r.res,
     idempotencyKey: r.idempotencyKey,
-    now: ctx.now,
-    send: r.send,
+    now: () => ctx.now(),
+    send: (status, body, headers) => r.send(status, body, headers),
     faultResponse: (status) => ({ body: faultBody(status) }),
+    // eslint-disable-next-line @typescript-eslint/require-await -- async so that a synchronous throw becomes a rejection
     execute: async (fault: Fault | undefined) => {
       let created: Refund | undefined;
       const outcome = idempotent(ctx, r, 'POST /v1/refunds', () => {

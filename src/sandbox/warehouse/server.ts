@@ -107,6 +107,7 @@ export async function startWarehouseSandbox(opts: WarehouseSandboxOptions = {}):
           `Sandbox fault: HTTP ${status}.`,
         ),
       }),
+      // eslint-disable-next-line @typescript-eslint/require-await -- async so that a synchronous throw becomes a rejection
       execute: async (fault) => execute(body, key, reqId, fault),
     });
   };
