@@ -18,10 +18,9 @@ import { redact, registerSecret } from './config/redact.js';
 import type { LoadedConfig, ProviderConfig, StripeProviderConfig } from './config/types.js';
 
 export { redact, registerSecret } from './config/redact.js';
-export { DEFAULT_CAPABILITIES } from './config/providers.js';
 export type * from './config/types.js';
 
-export const DEFAULT_CONFIG_FILE = 'recon.config.json';
+const DEFAULT_CONFIG_FILE = 'recon.config.json';
 
 export interface LoadConfigOptions {
   /** `--config FILE`. */
@@ -76,7 +75,7 @@ function discover({ flag, env, cwd }: LoadConfigOptions): Found | null {
 }
 
 /** `$XDG_CONFIG_HOME/recon/config.json`, default `~/.config/recon/config.json`. */
-export function userConfigPath(env: Env): string | null {
+function userConfigPath(env: Env): string | null {
   const base = env['XDG_CONFIG_HOME'] || (env['HOME'] ? path.join(env['HOME'], '.config') : '');
   return base ? path.join(base, 'recon', 'config.json') : null;
 }

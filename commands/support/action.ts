@@ -3,7 +3,7 @@ import { createDeps, type Deps, type GlobalOptions } from './deps.js';
 import { systemIO } from './io.js';
 
 /** Set by `bin/main.ts` in tests to swap dependencies; production builds them from the process. */
-export let depsFactory: (globals: GlobalOptions, command: string) => Deps = (globals, command) =>
+let depsFactory: (globals: GlobalOptions, command: string) => Deps = (globals, command) =>
   createDeps(
     systemIO({ color: globals.color, quiet: globals.quiet, json: globals.json, env: process.env }),
     globals,

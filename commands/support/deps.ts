@@ -19,7 +19,7 @@ export interface GlobalOptions {
 }
 
 /** The commands that may create a new embedded store (SPEC §5); every other one finds it or fails (exit 6). */
-export const STORE_CREATORS = ['init', 'ops record', 'mcp', 'demo'];
+const STORE_CREATORS = ['init', 'ops record', 'mcp', 'demo'];
 
 /**
  * Everything a command needs, built lazily (cli/cli's factory): `recon --version` loads no
@@ -42,7 +42,7 @@ export interface Deps {
   close(): Promise<void>;
 }
 
-export function defaultActor(env: NodeJS.ProcessEnv): string {
+function defaultActor(env: NodeJS.ProcessEnv): string {
   if (env.RECON_ACTOR) return env.RECON_ACTOR;
   let user = env.USER ?? 'unknown';
   try {

@@ -176,7 +176,7 @@ function longestLine(s: string): number {
   return Math.max(0, ...s.split('\n').map((l) => stripAnsi(l).length));
 }
 
-export function stripAnsi(s: string): string {
+function stripAnsi(s: string): string {
   // eslint-disable-next-line no-control-regex
   return s.replace(/\u001b\[[0-9;]*m/g, '');
 }

@@ -7,7 +7,7 @@ import { parseDuration } from '../core/durations.js';
 import { joinPath } from './env.js';
 
 /** JSON has no comments: keys like `"//"` or `"$comment"` are the conventional stand-in and are ignored. */
-export function isCommentKey(key: string): boolean {
+function isCommentKey(key: string): boolean {
   return key.startsWith('//') || key === '$comment';
 }
 

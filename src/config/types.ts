@@ -42,12 +42,12 @@ export interface HttpRequestMapping {
   path: string;
 }
 
-export interface HttpLookupMapping extends HttpRequestMapping {
+interface HttpLookupMapping extends HttpRequestMapping {
   /** Dotted path of the array in the response (`data`); absent when the response is one object. */
   list: string | null;
 }
 
-export interface HttpListMapping extends HttpRequestMapping {
+interface HttpListMapping extends HttpRequestMapping {
   /** Dotted path of the array in each page. Default `data`. */
   list: string;
   /** Dotted path of the "more pages" flag. Default `has_more`. */
@@ -73,7 +73,7 @@ export interface HttpFieldMapping {
  * idempotency-key draft: 422 (or 400) whose body mentions idempotency. 409 is deliberately not
  * here: the draft and Stripe both use it for "a request with this key is still in flight".
  */
-export interface HttpConflictMapping {
+interface HttpConflictMapping {
   statuses: number[];
   /** Case-insensitive substring the response body must contain; null = the status alone decides. */
   bodyContains: string | null;

@@ -116,7 +116,7 @@ export async function eventsOf(q: Queryable, operationId: string): Promise<Audit
   return r.rows.map(rowToEvent);
 }
 
-export interface BrokenLink {
+interface BrokenLink {
   operation_id: string;
   seq: number;
   /**

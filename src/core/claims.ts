@@ -115,7 +115,7 @@ export interface AttemptClaim {
  * `payload` behind recon's back: without this check the changed amount was sent and the operation
  * confirmed at its old one (issue 10).
  */
-export async function payloadTampering(
+async function payloadTampering(
   tx: Queryable,
   op: Pick<Operation, 'id' | 'payload' | 'payload_hash'>,
 ): Promise<{ recorded: string; found: string } | null> {

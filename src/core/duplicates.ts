@@ -12,7 +12,7 @@ import type { CoreContext } from './context.js';
  * and an incremental scan (only what is new since the last one — Stripe grants an account as few
  * as 10,000 reads a month) still pairs a new refund with one read a year ago.
  */
-export interface DuplicateTxn {
+interface DuplicateTxn {
   provider_id: string;
   amount: number | null;
   currency: string | null;
@@ -44,11 +44,6 @@ export interface DuplicateScan {
   pages: number;
   transactions: number;
   incremental: boolean;
-}
-
-export interface DuplicatesReport {
-  duplicates: Duplicate[];
-  scans: DuplicateScan[];
 }
 
 export interface AuditOptions {

@@ -188,7 +188,7 @@ export async function checkResolve(
 }
 
 /** Refuses (exit 4) when there are problems, unless forced with a reason for the audit trail. */
-export function refuseUnlessForced(
+function refuseUnlessForced(
   problems: string[],
   o: { force?: boolean; reason?: string },
   what: string,

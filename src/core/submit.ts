@@ -8,7 +8,7 @@ import { getOperation, lockOperation, transactionsOf } from './repo.js';
 import { linkTransaction, transition } from './transition.js';
 
 /** SPEC §3: the state a classified submit result moves the operation to. */
-export function stateForSubmit(r: SubmitResult): State {
+function stateForSubmit(r: SubmitResult): State {
   switch (r.outcome) {
     case 'confirmed':
       return 'confirmed';

@@ -29,7 +29,7 @@ export interface OperationJson {
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-export function operationJson(op: Operation, txnIds: string[]): OperationJson {
+function operationJson(op: Operation, txnIds: string[]): OperationJson {
   return {
     id: op.id,
     provider: op.provider,

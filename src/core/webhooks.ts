@@ -31,7 +31,7 @@ export async function ingestWebhook(
   return applyEvent(ctx, provider, event);
 }
 
-export async function applyEvent(ctx: CoreContext, provider: Provider, event: WebhookEvent): Promise<IngestResult> {
+async function applyEvent(ctx: CoreContext, provider: Provider, event: WebhookEvent): Promise<IngestResult> {
   const now = ctx.now();
   const txn = event.txn;
   return ctx.db.transaction(async (tx) => {

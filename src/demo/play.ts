@@ -15,7 +15,7 @@ import { delayedIndexing, keyRetentionPassed } from './shipments.js';
 import { Stage, type DemoListener, type DemoReport, type Scene } from './stage.js';
 import { DEMO_STORE_URL, DEMO_WINDOW_MS, startDemoWorld, type DemoWorld } from './world.js';
 
-export type { Check, DemoListener, DemoReport, DemoStep, DemoTable, IncidentReport } from './stage.js';
+export type { Check, DemoListener, DemoReport, DemoStep, DemoTable } from './stage.js';
 
 /** Past the window by this much, so the second pass is never a few milliseconds early. */
 const WINDOW_MARGIN_MS = 100;

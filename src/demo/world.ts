@@ -18,7 +18,7 @@ import { warehouseProviderConfig } from '../sandbox/warehouse/provider-config.js
 /** The uncertainty window every demo provider uses: long enough to show a wait, short enough to sit through. */
 export const DEMO_WINDOW_MS = 1000;
 export const DEMO_STORE_URL = 'memory:';
-export const DEMO_ACTOR = 'recon-demo';
+const DEMO_ACTOR = 'recon-demo';
 
 export interface DemoWorld {
   ctx: CoreContext;

@@ -48,7 +48,7 @@ export async function createProvider(name: string, loaded: LoadedConfig, deps: P
  * attempts, observations or the append-only audit trail, or prints it. An adapter may echo its
  * own token (a module provider's error, a gateway's `request-id` header); nothing after this sees it.
  */
-export function redacting(p: Provider): Provider {
+function redacting(p: Provider): Provider {
   const clean = <T>(value: T): T => redactDeep(value);
   const scrub = (err: unknown): unknown => {
     if (err instanceof Error) {

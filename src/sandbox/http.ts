@@ -21,7 +21,7 @@ export function requestId(): string {
 }
 
 /** Canonical JSON (keys sorted, no whitespace): two requests carry "the same parameters" when these match. */
-export function canonicalJson(value: unknown): string {
+function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   const entries = Object.entries(value as Record<string, unknown>)

@@ -7,7 +7,7 @@
  * injected 5xx, dropped before commit) save nothing, so retrying them is safe.
  */
 
-export interface StoredResponse {
+interface StoredResponse {
   status: number;
   body: unknown;
   /** Request-Id of the request that produced it (Stripe returns it as `Original-Request` on replays). */

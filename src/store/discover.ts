@@ -8,7 +8,7 @@ import { StoreLockedError } from '../errors.js';
 import { resolveStoreUrl } from './open.js';
 
 /** The folder that holds an embedded store: `.recon/db` inside it. */
-export const STORE_FOLDER = '.recon';
+const STORE_FOLDER = '.recon';
 
 export interface StoreChoice {
   url: string;
@@ -30,7 +30,7 @@ export interface ChooseStoreOptions {
 }
 
 /** The nearest `.recon/` folder in `cwd` or a parent, or null. */
-export function findStoreFolder(cwd: string): string | null {
+function findStoreFolder(cwd: string): string | null {
   let dir = path.resolve(cwd);
   for (;;) {
     const candidate = path.join(dir, STORE_FOLDER);

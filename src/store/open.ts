@@ -7,7 +7,7 @@ import type { Db } from './db.js';
 import { redactUrl } from './db.js';
 import { migrate, refuseNewer, schemaStatus, SchemaVersionError } from './migrate.js';
 
-export const DEFAULT_STORE_URL = 'pglite:.recon/db';
+const DEFAULT_STORE_URL = 'pglite:.recon/db';
 
 /** §5: --db, else RECON_DB, else DATABASE_URL, else config `db`, else `pglite:.recon/db`. */
 export function resolveStoreUrl(s: { flag?: string; env: NodeJS.ProcessEnv; configDb?: string }): string {

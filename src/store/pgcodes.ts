@@ -3,17 +3,9 @@
  * branch handles. Both backends report them in `err.code`.
  * Source: https://www.postgresql.org/docs/current/errcodes-appendix.html
  */
-export const UNIQUE_VIOLATION = '23505';
-export const FOREIGN_KEY_VIOLATION = '23503';
-export const CHECK_VIOLATION = '23514';
-export const NOT_NULL_VIOLATION = '23502';
-/** Raised by `RAISE EXCEPTION` without an explicit code; the audit trail's append-only triggers use it. */
-export const RAISE_EXCEPTION = 'P0001';
-export const SERIALIZATION_FAILURE = '40001';
-export const DEADLOCK_DETECTED = '40P01';
+
 /** `lock_timeout` expired, or `NOWAIT` found the row locked. */
 export const LOCK_NOT_AVAILABLE = '55P03';
-export const UNDEFINED_TABLE = '42P01';
 export const INVALID_PASSWORD = '28P01';
 export const INVALID_AUTHORIZATION_SPECIFICATION = '28000';
 export const INVALID_CATALOG_NAME = '3D000';

@@ -8,11 +8,11 @@ import type { Fault } from '../../src/sandbox/faults.js';
 import { Prng } from './prng.js';
 import { LOOKUP_FAULT_KINDS, type LookupFaultKind } from './proxy.js';
 
-export type PlantKind = 'duplicate' | 'lookalike' | 'wrong_amount';
+type PlantKind = 'duplicate' | 'lookalike' | 'wrong_amount';
 /** early: before the first submit; mid: during the worker rounds; late: after everything settled. */
 export type PlantWhen = 'early' | 'mid' | 'late';
 
-export interface Plant {
+interface Plant {
   kind: PlantKind;
   when: PlantWhen;
   /** Status the planted refund starts in (a pending one is later made final like any other). */
@@ -38,7 +38,7 @@ export interface PlannedOp {
   plants: Plant[];
 }
 
-export interface Round {
+interface Round {
   /** One entry per `recon run` worker; null = not killed. */
   killAfterMs: (number | null)[];
 }

@@ -31,7 +31,7 @@ const ROOT = (() => {
 })();
 const BIN = path.join(ROOT, 'bin', 'recon');
 
-export const WEBHOOK_SECRET = 'whsec_campaign';
+const WEBHOOK_SECRET = 'whsec_campaign';
 const WAREHOUSE_TOKEN = 'wh_token_campaign';
 
 /**
@@ -39,7 +39,7 @@ const WAREHOUSE_TOKEN = 'wh_token_campaign';
  * two passes, a killed worker's lease expires within a round, and `timeout` is shorter than the
  * proxy's slow lookups and the long `delay` faults.
  */
-export const TIMING = { uncertaintyWindow: '1s', timeout: '1500ms', lease: '3s', escalateAfter: '10m' };
+const TIMING = { uncertaintyWindow: '1s', timeout: '1500ms', lease: '3s', escalateAfter: '10m' };
 
 export interface CampaignWorld {
   dir: string;

@@ -17,13 +17,13 @@ import { startIncidentWorld } from './incidents-support.js';
 export const TOKEN = 'mcp-test-token-0123456789abcdef';
 
 /** A small refund is auto-approved; a larger one waits for a person. */
-export const AUTO_APPROVE = { maxAmount: 5000, currencies: ['usd'] };
+const AUTO_APPROVE = { maxAmount: 5000, currencies: ['usd'] };
 
 export function startMcpWorld(backend: Backend, stripe: WorldOptions['stripe'] = {}): Promise<World> {
   return startIncidentWorld({ backend, stripe, stripeConfig: { autoApprove: AUTO_APPROVE } });
 }
 
-export function worldEnv(world: World, extra: Record<string, string> = {}): Record<string, string> {
+function worldEnv(world: World, extra: Record<string, string> = {}): Record<string, string> {
   return {
     ...(cleanEnv({
       STRIPE_API_KEY: world.stripe.apiKey,
@@ -81,7 +81,7 @@ export async function stdioAgent(world: World, name = 'test-agent'): Promise<Age
   );
 }
 
-export async function freePort(): Promise<number> {
+async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.once('error', reject);

@@ -44,7 +44,7 @@ export function classifyAnswer(answer: HttpAnswer, config: HttpProviderConfig): 
 }
 
 /** Key reused with other parameters: by default 400/422 whose body mentions idempotency (configurable). */
-export function isConflict(status: number, text: string, config: HttpProviderConfig): boolean {
+function isConflict(status: number, text: string, config: HttpProviderConfig): boolean {
   const { statuses, bodyContains } = config.conflict;
   if (!statuses.includes(status)) return false;
   return bodyContains === null || text.toLowerCase().includes(bodyContains.toLowerCase());

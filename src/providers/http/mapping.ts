@@ -87,7 +87,7 @@ export function getPath(obj: unknown, dotted: string): unknown {
   return cur;
 }
 
-export function stateOf(status: string, map: HttpProviderConfig['status']): TxnState {
+function stateOf(status: string, map: HttpProviderConfig['status']): TxnState {
   if (map.confirmed.includes(status)) return 'confirmed';
   if (map.failed.includes(status)) return 'failed';
   // Mapped pending, or a status the config does not know: not final, so it is looked at again.
@@ -121,7 +121,7 @@ export function toTxn(obj: unknown, config: HttpProviderConfig): ProviderTxn | n
 }
 
 /** Unix seconds, milliseconds or an ISO string: providers use all three. */
-export function toDate(v: unknown): Date | null {
+function toDate(v: unknown): Date | null {
   if (typeof v === 'number' && Number.isFinite(v)) return new Date(v < 1e12 ? v * 1000 : v);
   if (typeof v === 'string') {
     const d = new Date(/^\d+$/.test(v) ? Number(v) * (v.length <= 10 ? 1000 : 1) : v);

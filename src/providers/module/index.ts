@@ -15,7 +15,7 @@ import type { Provider, ProviderCapabilities } from '../../types.js';
 import { checkLease, DEFAULT_CAPABILITIES } from '../../config/providers.js';
 import { redact } from '../../config/redact.js';
 
-export interface ModuleContext {
+interface ModuleContext {
   name: string;
   /** Defaults merged with what the config file sets for this provider. */
   capabilities: ProviderCapabilities;

@@ -7,7 +7,7 @@ import type { ProviderTxn, SubmitResult, TxnState } from '../../types.js';
 import { redact } from '../../config/redact.js';
 
 /** Refund statuses (docs.stripe.com/api/refunds/object#refund_object-status). */
-export function refundState(status: string | null | undefined): TxnState {
+function refundState(status: string | null | undefined): TxnState {
   if (status === 'succeeded') return 'confirmed';
   if (status === 'failed' || status === 'canceled') return 'failed';
   // `pending`, `requires_action`, and any status Stripe adds later: not final, so looked at again.
@@ -88,7 +88,7 @@ export function classifySubmitError(err: unknown): SubmitResult {
   return { ...base, error_class: status === 429 ? 'rate_limited' : `http_${status}` };
 }
 
-export function isTimeout(err: Stripe.errors.StripeError): boolean {
+function isTimeout(err: Stripe.errors.StripeError): boolean {
   const detail = err.detail as { code?: string } | undefined;
   return detail?.code === 'ETIMEDOUT' || /timeout/i.test(err.message);
 }

@@ -9,7 +9,7 @@ import type { StripeProviderConfig } from '../../config/types.js';
 import { headerOf } from './classify.js';
 
 /** Retries after the first request: enough to ride out a burst of throttling, bounded so a run never hangs. */
-export const MAX_RETRIES = 3;
+const MAX_RETRIES = 3;
 /** A `Retry-After` longer than this is not waited for: the operation stays unresolved and `run` comes back. */
 const MAX_RETRY_AFTER_MS = 60_000;
 

@@ -12,7 +12,7 @@ import { listRefunds, lookupRefunds, planLookup } from './ledger.js';
 import { refundParams } from './payload.js';
 
 /** Event types whose `data.object` is a refund (`charge.refund.updated` included: its object is a refund too). */
-export const REFUND_EVENT_TYPES = ['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated'];
+const REFUND_EVENT_TYPES = ['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated'];
 
 export interface StripeProviderDeps extends ClientDeps {
   now?: () => Date;

@@ -15,10 +15,7 @@ import { isRateLimited, retryAfterOf, type StripeClient } from './client.js';
 
 const PAGE_SIZE = 100;
 
-export async function* refundPages(
-  client: StripeClient,
-  params: Stripe.RefundListParams,
-): AsyncGenerator<Stripe.Refund[]> {
+async function* refundPages(client: StripeClient, params: Stripe.RefundListParams): AsyncGenerator<Stripe.Refund[]> {
   let startingAfter: string | undefined;
   for (;;) {
     const query: Stripe.RefundListParams = {

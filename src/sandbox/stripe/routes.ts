@@ -20,7 +20,7 @@ export interface StripeRouteContext {
   onRefundCreated(refund: Refund, requestId: string, idempotencyKey: string | undefined): void;
 }
 
-export interface ApiRequest {
+interface ApiRequest {
   req: IncomingMessage;
   res: ServerResponse;
   requestId: string;

@@ -5,8 +5,6 @@
 
 export const SANDBOX_API_VERSION = '2026-10-28.endive';
 
-export type RefundStatus = 'pending' | 'requires_action' | 'succeeded' | 'failed' | 'canceled';
-
 export interface Refund {
   id: string;
   object: 'refund';

@@ -7,7 +7,7 @@ import { createHmac } from 'node:crypto';
 import { randomId } from '../http.js';
 import { SANDBOX_API_VERSION, type Refund, type StripeEvent } from './types.js';
 
-export const EVENT_TYPES = ['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated'] as const;
+const EVENT_TYPES = ['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated'] as const;
 
 export function signPayload(payload: string, secret: string, timestamp: number): string {
   const signature = createHmac('sha256', secret).update(`${timestamp}.${payload}`, 'utf8').digest('hex');

@@ -22,7 +22,7 @@ import {
 import { IdempotencyStore } from '../idempotency.js';
 import { WarehouseLedger, type Shipment, type ShipmentFilter, type ShipmentQuery } from './ledger.js';
 
-export type { Shipment, ShipmentFilter } from './ledger.js';
+export type { Shipment } from './ledger.js';
 
 export interface WarehouseSandboxOptions {
   /** 0 (default) = a free port. */
