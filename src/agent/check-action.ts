@@ -10,7 +10,7 @@ import { UsageError } from '../errors.js';
 import type { DecisionKind } from '../types.js';
 import { auditCall } from './audit.js';
 import { currentOperation } from './context.js';
-import { actionShape, describeState, forAgent, refusal, toolResult } from './result.js';
+import { actionShape, describeState, forAgent, refusal, toolResult, notRecorded } from './result.js';
 import { guarded, type Register } from './tool.js';
 
 const DECISIONS = [
@@ -65,11 +65,7 @@ export const registerCheckAction: Register = (server, call) => {
       const c = call();
       return guarded(c, 'check_action', id, async () => {
         const found = await currentOperation(c.ctx.db, id);
-        if (!found)
-          return toolResult(
-            refusal(id, null, [], 'not_found', `No operation ${id} is recorded; nothing to check.`, 'propose_action'),
-            true,
-          );
+        if (!found) return toolResult(notRecorded(id, `No operation ${id} is recorded; nothing to check.`), true);
         const inFlight =
           found.op.state === 'submitting' &&
           found.op.lease_expires_at !== null &&

@@ -9,7 +9,7 @@ import { ID_PATTERN } from '../core/validate.js';
 import { RefusedError, UsageError } from '../errors.js';
 import { auditCall } from './audit.js';
 import { currentOperation } from './context.js';
-import { actionShape, describeState, refusal, toolResult } from './result.js';
+import { actionShape, describeState, refusal, toolResult, notRecorded } from './result.js';
 import { guarded, type Register } from './tool.js';
 
 const input = {
@@ -44,13 +44,9 @@ export const registerExecuteAction: Register = (server, call) => {
         const found = await currentOperation(c.ctx.db, id);
         if (!found)
           return toolResult(
-            refusal(
+            notRecorded(
               id,
-              null,
-              [],
-              'not_found',
               `Refused: no operation ${id} is recorded, so nothing was sent. Record it first with propose_action.`,
-              'propose_action',
             ),
             true,
           );

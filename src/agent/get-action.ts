@@ -4,7 +4,7 @@ import { attemptsOf } from '../core/repo.js';
 import { ID_PATTERN } from '../core/validate.js';
 import { auditCall } from './audit.js';
 import { currentOperation } from './context.js';
-import { actionShape, describeState, refusal, toolResult } from './result.js';
+import { actionShape, describeState, toolResult, notRecorded } from './result.js';
 import { guarded, type Register } from './tool.js';
 
 const input = {
@@ -52,14 +52,7 @@ export const registerGetAction: Register = (server, call) => {
         const found = await currentOperation(c.ctx.db, id);
         if (!found)
           return toolResult(
-            refusal(
-              id,
-              null,
-              [],
-              'not_found',
-              `No operation ${id} is recorded. If you meant to do it, record it with propose_action.`,
-              'propose_action',
-            ),
+            notRecorded(id, `No operation ${id} is recorded. If you meant to do it, record it with propose_action.`),
             true,
           );
         await auditCall(c.ctx, [id], { tool: 'get_action' });

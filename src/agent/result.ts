@@ -108,3 +108,8 @@ export function forAgent(text: string | undefined, state: State | null): string 
   if (text === undefined) return undefined;
   return state !== 'failed' && /fail/i.test(text) ? undefined : text;
 }
+
+/** The refusal for an operation id nothing is recorded under: the agent proposes it first. */
+export function notRecorded(operationId: string, reason: string): ActionResult {
+  return refusal(operationId, null, [], 'not_found', reason, 'propose_action');
+}
