@@ -86,3 +86,23 @@ export function isUnresolved(state: State): boolean {
 export function isState(value: string): value is State {
   return (STATES as readonly string[]).includes(value);
 }
+
+/**
+ * The unresolved states as an SQL list, `state IN ${UNRESOLVED_SQL}`: the one spelling of
+ * UNRESOLVED_STATES in queries (it must match the predicate of operations_unresolved_idx,
+ * src/store/schema.sql, for the planner to use that index).
+ */
+export const UNRESOLVED_SQL = `(${UNRESOLVED_STATES.map((s) => `'${s}'`).join(', ')})`;
+
+/** A `submitting` operation whose worker still holds its lease: its request may be on the wire. */
+export function isInFlight(op: { state: State; lease_expires_at: Date | null }, now: Date): boolean {
+  return op.state === 'submitting' && op.lease_expires_at !== null && op.lease_expires_at > now;
+}
+
+/**
+ * The state an operation is judged in (SPEC §3): a `submitting` whose worker is gone (its lease
+ * expired, or the caller holds it now) is the `outcome_unknown` it is, never `failed`.
+ */
+export function judgedState(state: State): State {
+  return state === 'submitting' ? 'outcome_unknown' : state;
+}
