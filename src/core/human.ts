@@ -4,7 +4,7 @@ import type { CoreContext } from './context.js';
 import { getOperation, lockOperation, rowToOperation, transactionsOf, type OperationRow } from './repo.js';
 import { txnMismatches } from './match.js';
 import { lookupQueryFor } from './reconcile.js';
-import { canTransition } from './states.js';
+import { canTransition, isInFlight, judgedState } from './states.js';
 import { linkTransaction, note, transition } from './transition.js';
 
 /** What a human may see before attaching: the transaction and how it disagrees with the operation. */
@@ -86,9 +86,9 @@ export async function escalate(
   const now = ctx.now();
   return ctx.db.transaction(async (tx) => {
     const current = await lockOperation(tx, id);
-    if (current.state === 'submitting' && current.lease_expires_at && current.lease_expires_at > now) {
+    if (isInFlight(current, now)) {
       throw new RefusedError(
-        `operation ${id} has an attempt in flight (lease until ${current.lease_expires_at.toISOString()}); escalate it after the attempt ends`,
+        `operation ${id} has an attempt in flight (lease until ${current.lease_expires_at!.toISOString()}); escalate it after the attempt ends`,
         'lease_held',
       );
     }
@@ -114,8 +114,10 @@ export async function escalate(
       });
       return rowToOperation(r.rows[0]);
     }
-    if (current.state === 'submitting') {
-      await transition(tx, id, 'outcome_unknown', {
+    // Its worker is gone (the lease expired): it is the outcome_unknown it is before it is escalated.
+    const judged = judgedState(current.state);
+    if (judged !== current.state) {
+      await transition(tx, id, judged, {
         actor: ctx.actor,
         now,
         kind: 'lease.expired',
