@@ -64,7 +64,7 @@ Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
 
 async function redactor(): Promise<(s: string) => string> {
   try {
-    const { redact } = await import('../src/config.js');
+    const { redact } = await import('../src/config/redact.js');
     return redact;
   } catch {
     return (s) => s;

@@ -25,7 +25,7 @@ export function register(program: Command): void {
           now: deps.now,
         });
         const failed = checks.filter((c) => !c.ok && !c.warn);
-        const { redact } = await import('../src/config.js');
+        const { redact } = await import('../src/config/redact.js');
         if (deps.globals.json) printJson(deps.io, { ok: failed.length === 0, checks });
         else {
           const s = await styleFor(deps.io);

@@ -12,8 +12,8 @@
 export { openStore, resolveStoreUrl } from './store/open.js';
 export type { Db, Queryable } from './store/db.js';
 export { migrate, schemaStatus } from './store/migrate.js';
-export { loadConfig, parseConfig } from './config.js';
-export type { LoadedConfig } from './config.js';
+export { loadConfig, parseConfig } from './config/load.js';
+export type { LoadedConfig } from './config/types.js';
 export { createProvider } from './providers/index.js';
 export { validateOperation, parseOperationsText, type OperationInput } from './core/validate.js';
 export { recordOperations, type RecordedOperation } from './core/record.js';

@@ -1,5 +1,5 @@
 import os from 'node:os';
-import type { LoadedConfig } from '../../src/config.js';
+import type { LoadedConfig } from '../../src/config/types.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { UsageError } from '../../src/errors.js';
 import type { Db } from '../../src/store/db.js';
@@ -74,7 +74,7 @@ export function createDeps(
     now: () => new Date(),
     actor: () => globals.actor ?? defaultActor(env),
     config() {
-      config ??= import('../../src/config.js').then((m) => m.loadConfig({ flag: globals.config, env, cwd }));
+      config ??= import('../../src/config/load.js').then((m) => m.loadConfig({ flag: globals.config, env, cwd }));
       return config;
     },
     store(opts) {

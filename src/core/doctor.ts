@@ -2,7 +2,7 @@
  * `recon doctor`: is this machine ready to reconcile? Each check says what it found and, when it
  * fails, what to fix. Read-only everywhere: no migration, no provider write.
  */
-import type { LoadedConfig, ProviderConfig } from '../config.js';
+import type { LoadedConfig, ProviderConfig } from '../config/types.js';
 import { exitCodeOf, StoreMissingError, type ExitCode } from '../errors.js';
 import type { Db } from '../store/db.js';
 
@@ -28,7 +28,7 @@ export interface DoctorDeps {
 
 export async function runDoctor(d: DoctorDeps): Promise<Check[]> {
   const checks: Check[] = [];
-  const { loadConfig, configLocation } = await import('../config.js');
+  const { loadConfig, configLocation } = await import('../config/load.js');
   let config: LoadedConfig | null = null;
   const where = configLocation({ flag: d.configFlag, env: d.env, cwd: d.cwd });
   try {

@@ -11,7 +11,7 @@
 import { performance } from 'node:perf_hooks';
 import { applyDecisions, historiesOf, lookupDetail, planDecision, type History } from '../../src/core/apply.js';
 import type { CoreContext } from '../../src/core/context.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import type { Db } from '../../src/store/db.js';
 import type { Operation } from '../../src/types.js';
 import { rowToOperation, type OperationRow } from '../../src/core/repo.js';
