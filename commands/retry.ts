@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { getOperation } from '../src/core/repo.js';
+import { getOperation } from '../src/core/operations.js';
 import { retryNow } from '../src/core/retry.js';
 import { validateId } from '../src/core/validate.js';
 import { ExitStatus } from '../src/errors.js';

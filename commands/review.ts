@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { evidenceOf } from '../src/core/evidence.js';
 import { checkForce, checkResolve, resolveReview, type ReviewOutcome } from '../src/core/human.js';
-import { countOperations, getOperation, listOperations } from '../src/core/repo.js';
+import { countOperations, getOperation, listOperations } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
 import { UsageError } from '../src/errors.js';

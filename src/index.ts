@@ -22,7 +22,7 @@ export { submitOperation } from './core/submit.js';
 export { runPass, type RunOptions, type RunSummary } from './core/run.js';
 export { decide, type RuleInput } from './core/rule.js';
 export { showOperation, operationsJson } from './core/views.js';
-export { listOperations, getOperation } from './core/repo.js';
+export { listOperations, getOperation } from './core/operations.js';
 export { verifyChains } from './core/audit.js';
 export type { CoreContext } from './core/context.js';
 export * from './types.js';

@@ -1,6 +1,6 @@
 /** `list_open_actions`: the unresolved operations (`recon ops list --unresolved`). */
 import { z } from 'zod';
-import { countOperations, listOperations, txnIdsByOperation } from '../core/repo.js';
+import { countOperations, listOperations, txnIdsByOperation } from '../core/operations.js';
 import { UNRESOLVED_STATES } from '../types.js';
 import { auditCall } from './audit.js';
 import { actionShape, describeState, toolResult } from './result.js';

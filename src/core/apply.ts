@@ -4,7 +4,7 @@ import type { AuditEvent, Decision, LookupResult, Observation, Operation, Provid
 import { GENESIS_HASH, chainEvent, insertEvents } from './audit.js';
 import type { CoreContext } from './context.js';
 import { backoffDelay } from './ratelimit.js';
-import { rowToObservation, type ObservationRow } from './repo.js';
+import { rowToObservation, type ObservationRow } from './operations.js';
 import { decide } from './rule.js';
 import { payloadHash } from './canonical.js';
 import { assertTransition, isTerminal } from './states.js';

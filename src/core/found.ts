@@ -3,7 +3,7 @@ import type { LinkedVia, LookupResult, Operation, Provider, ProviderTxn, State }
 import { lookupDetail } from './apply.js';
 import type { CoreContext } from './context.js';
 import { txnMismatches, unexplainedLive } from './match.js';
-import { lockOperation, transactionsOf } from './repo.js';
+import { lockOperation, transactionsOf } from './operations.js';
 import { canTransition, isTerminal } from './states.js';
 import { linkTransaction, note, recordObservation, transition } from './transition.js';
 

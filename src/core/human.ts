@@ -1,7 +1,7 @@
 import { NotFoundError, ProviderUnavailableError, RefusedError, UsageError } from '../errors.js';
 import type { Operation, Provider, ProviderTxn, State } from '../types.js';
 import type { CoreContext } from './context.js';
-import { getOperation, lockOperation, rowToOperation, transactionsOf, type OperationRow } from './repo.js';
+import { getOperation, lockOperation, rowToOperation, transactionsOf, type OperationRow } from './operations.js';
 import { txnMismatches } from './match.js';
 import { lookupQueryFor } from './reconcile.js';
 import { canTransition, isInFlight, judgedState } from './states.js';

@@ -16,7 +16,7 @@ import { applyDecisions, lookupDetail, type DecisionJson } from './apply.js';
 import { claimOne, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { evaluate, expireLease, safeLookup } from './reconcile.js';
-import { getOperation, listOperations, transactionsOf } from './repo.js';
+import { getOperation, listOperations, transactionsOf } from './operations.js';
 import { applyLookupFindings, isReconcilable } from './found.js';
 import { note, recordObservation } from './transition.js';
 

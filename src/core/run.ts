@@ -5,7 +5,7 @@ import type { CoreContext } from './context.js';
 import { limitConcurrency } from './ratelimit.js';
 import { decisionWriter, historiesOf, type History } from './apply.js';
 import { decisionJson, evaluate, reconcileOne, type DecisionJson } from './reconcile.js';
-import { listOperations } from './repo.js';
+import { listOperations } from './operations.js';
 
 export interface RunOptions {
   provider?: string;

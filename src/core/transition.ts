@@ -2,7 +2,7 @@ import { LeaseLostError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import type { AuditEvent, LinkedVia, Operation, ProviderTxn, State, ObservationResult } from '../types.js';
 import { appendEvent } from './audit.js';
-import { lockOperation, rowToOperation, type OperationRow } from './repo.js';
+import { lockOperation, rowToOperation, type OperationRow } from './operations.js';
 import { assertTransition, isTerminal } from './states.js';
 
 export interface TransitionOptions {

@@ -13,7 +13,7 @@ import { eventsOf, verifyChains } from '../../src/core/audit.js';
 import { claimForRun } from '../../src/core/claims.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { recordOperations } from '../../src/core/record.js';
-import { findOperation } from '../../src/core/repo.js';
+import { findOperation } from '../../src/core/operations.js';
 import { transition } from '../../src/core/transition.js';
 import { validateOperation } from '../../src/core/validate.js';
 import { note } from '../../src/core/transition.js';

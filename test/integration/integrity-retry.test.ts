@@ -6,7 +6,7 @@
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { escalate } from '../../src/core/human.js';
-import { getOperation } from '../../src/core/repo.js';
+import { getOperation } from '../../src/core/operations.js';
 import { retryNow } from '../../src/core/retry.js';
 import { RefusedError } from '../../src/errors.js';
 import { backends, removeTempStores } from '../support/backends.js';

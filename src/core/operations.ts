@@ -1,3 +1,8 @@
+/**
+ * Reading operations and what is recorded about them (attempts, linked provider transactions,
+ * observations): the row shapes, lookups by id, and the filtered lists of `ops list`, `review list`
+ * and the agent's `list_open_actions`. Nothing here writes: state changes go through transition.ts.
+ */
 import { NotFoundError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import {
