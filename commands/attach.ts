@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { attach, checkAttach, checkForce } from '../src/core/human.js';
+import { attach, checkAttach } from '../src/core/attach.js';
+import { checkForce } from '../src/core/force.js';
 import { getOperation } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { escalate } from '../src/core/human.js';
+import { escalate } from '../src/core/escalate.js';
 import { getOperation } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';

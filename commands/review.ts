@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { evidenceOf } from '../src/core/evidence.js';
-import { checkForce, checkResolve, resolveReview, type ReviewOutcome } from '../src/core/human.js';
+import { checkForce } from '../src/core/force.js';
+import { checkResolve, resolveReview, type ReviewOutcome } from '../src/core/review.js';
 import { countOperations, getOperation, listOperations } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';

@@ -5,7 +5,7 @@
  * the provider. In-process against the Stripe sandbox, asserting on its ledger.
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { escalate } from '../../src/core/human.js';
+import { escalate } from '../../src/core/escalate.js';
 import { getOperation } from '../../src/core/operations.js';
 import { retryNow } from '../../src/core/retry.js';
 import { RefusedError } from '../../src/errors.js';

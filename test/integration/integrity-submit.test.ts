@@ -11,7 +11,7 @@ import { payloadHash } from '../../src/core/canonical.js';
 import { recordOperations } from '../../src/core/record.js';
 import { attemptsOf, getOperation, transactionsOf } from '../../src/core/operations.js';
 import { claimAttempt } from '../../src/core/claims.js';
-import { escalate } from '../../src/core/human.js';
+import { escalate } from '../../src/core/escalate.js';
 import { finishAttempt, submitOperation } from '../../src/core/submit.js';
 import { validateOperation } from '../../src/core/validate.js';
 import { LeaseLostError, RefusedError, UsageError } from '../../src/errors.js';
