@@ -2,7 +2,7 @@ import { type Command, InvalidArgumentError } from 'commander';
 import { createDeps, type Deps, type GlobalOptions } from './deps.js';
 import { systemIO } from './io.js';
 
-/** Set by `bin/main.ts` in tests to swap dependencies; production builds them from the process. */
+/** Swapped by test/support/in-process.ts (commands run in the test process); production builds Deps from the process. */
 let depsFactory: (globals: GlobalOptions, command: string) => Deps = (globals, command) =>
   createDeps(
     systemIO({ color: globals.color, quiet: globals.quiet, json: globals.json, env: process.env }),
