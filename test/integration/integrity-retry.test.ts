@@ -8,6 +8,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { escalate } from '../../src/core/escalate.js';
 import { getOperation } from '../../src/core/operations.js';
 import { retryNow } from '../../src/core/retry.js';
+import { transition } from '../../src/core/transition.js';
 import { RefusedError } from '../../src/errors.js';
 import { backends, removeTempStores } from '../support/backends.js';
 import { startStripeWorld, type StripeWorld } from './integrity-support.js';
@@ -27,6 +28,11 @@ describe.each(backends)('what retry refuses, store on $name', (backend) => {
       { id: 'refund:rt_approved', amount: 1500 },
       { id: 'refund:rt_review', amount: 1500 },
     ]);
+    // Sent once, outcome unknown, then handed to a person.
+    await w.db.transaction(async (tx) => {
+      for (const to of ['submitting', 'outcome_unknown'] as const)
+        await transition(tx, 'refund:rt_review', to, { actor: 't', now: w!.ctx.now(), kind: 'k', rule: 'r' });
+    });
     await escalate(w.ctx, 'refund:rt_review', { reason: 'customer called' });
 
     for (const [id, state] of [
