@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { decisionJson, evaluate, reconcileById } from '../src/core/reconcile.js';
+import { decisionJson } from '../src/core/decision-json.js';
+import { evaluate, reconcileById } from '../src/core/reconcile.js';
 import { getOperation } from '../src/core/repo.js';
 import { validateId } from '../src/core/validate.js';
 import { RefusedError } from '../src/errors.js';

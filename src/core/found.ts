@@ -1,11 +1,14 @@
 import type { Queryable } from '../store/db.js';
 import type { LinkedVia, LookupResult, Operation, Provider, ProviderTxn, State } from '../types.js';
-import { lookupDetail } from './apply.js';
+import { lookupDetail } from './decision-json.js';
 import type { CoreContext } from './context.js';
 import { txnMismatches, unexplainedLive } from './match.js';
 import { lockOperation, transactionsOf } from './repo.js';
 import { canTransition, isTerminal } from './states.js';
-import { linkTransaction, note, recordObservation, transition } from './transition.js';
+import { linkTransaction } from './links.js';
+import { note } from './note.js';
+import { recordObservation } from './observations.js';
+import { transition } from './transition.js';
 
 /** Where a transaction was found outside the rule's own decisions. */
 export type FoundSource = 'webhook' | 'late_response' | 'lookup';

@@ -5,7 +5,9 @@ import { getOperation, lockOperation, rowToOperation, transactionsOf, type Opera
 import { txnMismatches } from './match.js';
 import { lookupQueryFor } from './reconcile.js';
 import { canTransition } from './states.js';
-import { linkTransaction, note, transition } from './transition.js';
+import { linkTransaction } from './links.js';
+import { note } from './note.js';
+import { transition } from './transition.js';
 
 /** What a human may see before attaching: the transaction and how it disagrees with the operation. */
 export interface AttachCheck {

@@ -12,13 +12,15 @@
  *  - an attempt in flight (a live lease): nothing is written.
  */
 import type { LookupResult, Operation, Provider, ProviderTransaction } from '../types.js';
-import { applyDecisions, lookupDetail, type DecisionJson } from './apply.js';
+import { lookupDetail, type DecisionJson } from './decision-json.js';
 import { claimOne, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { evaluate, expireLease, safeLookup } from './reconcile.js';
 import { getOperation, listOperations, transactionsOf } from './repo.js';
 import { applyLookupFindings, isReconcilable } from './found.js';
-import { note, recordObservation } from './transition.js';
+import { note } from './note.js';
+import { recordObservation } from './observations.js';
+import { applyDecisions } from './write-decisions.js';
 
 export interface OperationLookup {
   /** The operation after the lookup. */
@@ -68,7 +70,7 @@ async function reconcileStep(
     const { lookup, plan } = await evaluate(ctx, provider, op);
     let decision: DecisionJson;
     let note_: string | null = null;
-    if (plan.decision.decision === 'retry') {
+    if (plan.ruling.decision === 'retry') {
       // Read-only at the provider: the retry is the job of `recon retry` or the next `recon run`.
       await ctx.db.transaction(async (tx) => {
         await recordObservation(tx, op.id, { at: ctx.now(), result: lookup.result, detail: lookupDetail(lookup) });
@@ -76,15 +78,15 @@ async function reconcileStep(
           actor: ctx.actor,
           now: ctx.now(),
           kind: 'lookup',
-          detail: { ...lookupDetail(lookup), would: plan.decision.rule },
+          detail: { ...lookupDetail(lookup), would: plan.ruling.rule },
         });
       });
       decision = {
         id: op.id,
         decision: 'retry',
-        rule: plan.decision.rule,
+        rule: plan.ruling.rule,
         state: op.state,
-        explanation: plan.decision.explanation,
+        explanation: plan.ruling.explanation,
       };
       note_ = `the rule allows a retry now; lookup never sends one: recon retry ${op.id}  (or the next recon run)`;
     } else {

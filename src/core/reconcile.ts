@@ -1,20 +1,13 @@
 import type { LookupResult, Operation, Provider } from '../types.js';
-import {
-  applyDecisions,
-  historiesOf,
-  planDecision,
-  type Applied,
-  type DecisionJson,
-  type History,
-  type PlannedDecision,
-} from './apply.js';
+import type { Applied, DecisionJson } from './decision-json.js';
+import { historiesOf, type History } from './history.js';
+import { planDecision, type PlannedDecision } from './plan.js';
+import { applyDecisions } from './write-decisions.js';
 import type { ClaimedOperation } from './claims.js';
 import type { CoreContext } from './context.js';
 import { claimOne, newOwnerToken, releaseLease } from './claims.js';
 import { submitOperation } from './submit.js';
 import { transition } from './transition.js';
-
-export { decisionJson, lookupDetail, type DecisionJson } from './apply.js';
 
 export function lookupQueryFor(op: Operation) {
   return {
@@ -51,7 +44,7 @@ export async function evaluate(
   // "before this one".
   const [l, histories] = await Promise.all([lookup ?? safeLookup(provider, op), historiesOf(ctx.db, [op])]);
   const plan = planDecision(ctx, provider, op, l, histories.get(op.id)!);
-  return { lookup: l, decision: plan.decision, plan };
+  return { lookup: l, decision: plan.ruling, plan };
 }
 
 export interface ReconcileOptions {
@@ -87,7 +80,7 @@ export async function reconcileOne(
     : (await evaluate(ctx, provider, op, lookup)).plan;
   const applied = o.write ? await o.write(plan) : (await applyDecisions(ctx, [plan], o.owner))[0];
   if (!applied.ok) throw applied.error;
-  if (plan.decision.decision === 'retry' && o.allowRetry !== false)
+  if (plan.ruling.decision === 'retry' && o.allowRetry !== false)
     return limited(() => retryAuthorised(ctx, provider, op, applied.json, o.owner));
   return applied.json;
 }

@@ -3,8 +3,10 @@ import { LeaseLostError } from '../errors.js';
 import { claimForRun, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { limitConcurrency } from './ratelimit.js';
-import { decisionWriter, historiesOf, type History } from './apply.js';
-import { decisionJson, evaluate, reconcileOne, type DecisionJson } from './reconcile.js';
+import { decisionJson, type DecisionJson } from './decision-json.js';
+import { decisionWriter } from './decision-writer.js';
+import { historiesOf, type History } from './history.js';
+import { evaluate, reconcileOne } from './reconcile.js';
 import { listOperations } from './repo.js';
 
 export interface RunOptions {
