@@ -18,6 +18,7 @@ import type { CoreContext } from './context.js';
 import { evaluate, expireLease, safeLookup } from './reconcile.js';
 import { getOperation, listOperations, transactionsOf } from './repo.js';
 import { applyLookupFindings, isReconcilable } from './found.js';
+import { isInFlight, judgedState } from './states.js';
 import { note } from './note.js';
 import { recordObservation } from './observations.js';
 import { applyDecisions } from './write-decisions.js';
@@ -41,9 +42,8 @@ export interface OperationLookup {
 export async function lookupOperation(ctx: CoreContext, provider: Provider, id: string): Promise<OperationLookup> {
   const op = await getOperation(ctx.db, id);
   const now = ctx.now();
-  const leaseLive = op.lease_expires_at !== null && op.lease_expires_at > now;
   if (!isReconcilable(op.state)) return findings(ctx, provider, op);
-  if (!(op.state === 'submitting' && leaseLive)) {
+  if (!isInFlight(op, now)) {
     const owner = newOwnerToken(ctx.actor);
     const claimed = await claimOne(ctx.db, id, { owner, leaseMs: provider.capabilities.leaseMs, now });
     if (claimed) return reconcileStep(ctx, provider, claimed, owner);
@@ -66,7 +66,7 @@ async function reconcileStep(
   owner: string,
 ): Promise<OperationLookup> {
   try {
-    const op = claimed.state === 'submitting' ? await expireLease(ctx, claimed, owner) : claimed;
+    const op = judgedState(claimed.state) === claimed.state ? claimed : await expireLease(ctx, claimed, owner);
     const { lookup, plan } = await evaluate(ctx, provider, op);
     let decision: DecisionJson;
     let note_: string | null = null;

@@ -7,6 +7,7 @@ import type { ClaimedOperation } from './claims.js';
 import type { CoreContext } from './context.js';
 import { claimOne, newOwnerToken, releaseLease } from './claims.js';
 import { submitOperation } from './submit.js';
+import { judgedState } from './states.js';
 import { transition } from './transition.js';
 
 export function lookupQueryFor(op: Operation) {
@@ -73,7 +74,8 @@ export async function reconcileOne(
   o: ReconcileOptions,
 ): Promise<DecisionJson> {
   const limited = o.limited ?? ((call) => call());
-  const op = claimed.state === 'submitting' ? await expireLease(ctx, claimed, o.owner) : claimed;
+  // A claimed `submitting` was left by a worker that is gone: judged, and recorded, as outcome_unknown first.
+  const op = judgedState(claimed.state) === claimed.state ? claimed : await expireLease(ctx, claimed, o.owner);
   const lookup = limited(() => safeLookup(provider, op));
   const plan = o.history
     ? planDecision(ctx, provider, op, await lookup, o.history)
@@ -90,7 +92,7 @@ export async function expireLease(ctx: CoreContext, claimed: Operation, owner: s
   return ctx.db.transaction(
     async (tx) =>
       (
-        await transition(tx, claimed.id, 'outcome_unknown', {
+        await transition(tx, claimed.id, judgedState(claimed.state), {
           actor: ctx.actor,
           now: ctx.now(),
           kind: 'lease.expired',
