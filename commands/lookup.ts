@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { parseSinceOrDate } from '../src/core/durations.js';
 import { lookupClientReference, lookupOperation } from '../src/core/lookup.js';
-import { lookupDetail } from '../src/core/reconcile.js';
+import { lookupDetail } from '../src/core/decision-json.js';
 import { getOperation } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
 import { ExitStatus, UsageError } from '../src/errors.js';

@@ -5,7 +5,8 @@ import { refuseUnlessForced, type Force } from './force.js';
 import { txnMismatches } from './match.js';
 import { getOperation } from './operations.js';
 import { canTransition } from './states.js';
-import { linkTransaction, transition } from './transition.js';
+import { linkTransaction } from './links.js';
+import { transition } from './transition.js';
 
 /** What a human may see before attaching: the transaction and how it disagrees with the operation. */
 export interface AttachCheck {

@@ -3,7 +3,8 @@ import type { Operation } from '../types.js';
 import type { CoreContext } from './context.js';
 import { lockOperation, rowToOperation, type OperationRow } from './operations.js';
 import { isInFlight, judgedState } from './states.js';
-import { note, transition } from './transition.js';
+import { note } from './note.js';
+import { transition } from './transition.js';
 
 /**
  * `recon escalate ID --reason TEXT [--assignee WHO]` (SPEC §7): hands an operation to a person

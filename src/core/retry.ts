@@ -1,7 +1,8 @@
 import { RefusedError } from '../errors.js';
 import type { Operation, Provider } from '../types.js';
 import type { CoreContext } from './context.js';
-import { decisionJson, evaluate, reconcileById, type DecisionJson } from './reconcile.js';
+import { decisionJson, type DecisionJson } from './decision-json.js';
+import { evaluate, reconcileById } from './reconcile.js';
 import { getOperation } from './operations.js';
 import { isInFlight, isReconcilable, RECONCILABLE_STATES } from './states.js';
 

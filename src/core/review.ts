@@ -5,7 +5,8 @@ import { refuseUnlessForced, type Force } from './force.js';
 import { txnMismatches } from './match.js';
 import { getOperation, lockOperation, transactionsOf } from './operations.js';
 import { lookupQueryFor } from './reconcile.js';
-import { linkTransaction, transition } from './transition.js';
+import { linkTransaction } from './links.js';
+import { transition } from './transition.js';
 
 export type ReviewOutcome = 'confirmed' | 'failed' | 'cancelled';
 

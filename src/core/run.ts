@@ -3,9 +3,12 @@ import { LeaseLostError } from '../errors.js';
 import { claimForRun, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { limitConcurrency } from './ratelimit.js';
-import { decisionWriter, historiesOf, type History } from './apply.js';
-import { decisionJson, evaluate, reconcileOne, type DecisionJson } from './reconcile.js';
+import { decisionJson, type DecisionJson } from './decision-json.js';
+import { decisionWriter } from './decision-writer.js';
+import { historiesOf, type History } from './history.js';
+import { evaluate, reconcileOne } from './reconcile.js';
 import { listOperations } from './operations.js';
+import { isInFlight, UNRESOLVED_SQL } from './states.js';
 
 export interface RunOptions {
   provider?: string;
@@ -160,7 +163,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   }
   const states = await ctx.db.query<{ state: string; n: number }>(
     `SELECT state, count(*)::int AS n FROM recon.operations
-      WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review') AND ($1::text IS NULL OR provider = $1::text)
+      WHERE state IN ${UNRESOLVED_SQL} AND ($1::text IS NULL OR provider = $1::text)
       GROUP BY state`,
     [o.provider ?? null],
   );
@@ -188,7 +191,7 @@ async function claimBatch(
   if (o.provider) leaseMs = (await providers(o.provider)).capabilities.leaseMs;
   else {
     const names = await ctx.db.query<{ provider: string }>(
-      `SELECT DISTINCT provider FROM recon.operations WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')`,
+      `SELECT DISTINCT provider FROM recon.operations WHERE state IN ${UNRESOLVED_SQL}`,
     );
     for (const { provider } of names.rows) {
       // A provider that cannot be built keeps the default; its operations are reported as errors.
@@ -221,7 +224,7 @@ async function candidatesForDryRun(
     provider: o.provider,
     limit: Math.max(size, o.limit ?? 10_000),
   });
-  return ops.filter((op) => op.state !== 'submitting' || !op.lease_expires_at || op.lease_expires_at <= now).reverse();
+  return ops.filter((op) => !isInFlight(op, now)).reverse();
 }
 
 async function dryDecision(ctx: CoreContext, provider: Provider, op: Operation): Promise<DecisionJson> {
