@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
-import { ExitStatus, exitCodeOf, UsageError } from '../src/errors.js';
+import { ResultExit, exitCodeOf, UsageError } from '../src/errors.js';
 import { registerAll } from '../commands/index.js';
 import { versionText } from './version.js';
 
@@ -83,7 +83,7 @@ export async function main(argv: string[]): Promise<void> {
     process.exitCode = 0;
   } catch (err) {
     // The command printed its result; the exit code says what it was.
-    if (err instanceof ExitStatus) {
+    if (err instanceof ResultExit) {
       process.exitCode = err.exitCode;
       return;
     }

@@ -4,7 +4,7 @@ import { checkForce } from '../src/core/force.js';
 import { getOperation } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
-import { ExitStatus } from '../src/errors.js';
+import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { formatAmount } from './support/format.js';
 import { info, printJson } from './support/io.js';
@@ -31,7 +31,7 @@ export function register(program: Command): void {
         const question = `Attach ${txnId} (${check.txn.status}, ${formatAmount(check.txn.amount, check.txn.currency) || '?'}) to ${op.id} and mark it ${check.to}?`;
         if (!(await deps.confirm(question))) {
           info(deps.io, 'nothing attached');
-          throw new ExitStatus(4, 'a "no" at the confirmation');
+          throw new ResultExit(4, 'a "no" at the confirmation');
         }
         const updated = await attach(core, provider, check, force);
         if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [updated]))[0]);

@@ -11,7 +11,7 @@ import {
   type FindOptions,
 } from '../src/core/duplicates.js';
 import type { Db } from '../src/store/db.js';
-import { ExitStatus, UsageError } from '../src/errors.js';
+import { ResultExit, UsageError } from '../src/errors.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, println } from './support/io.js';
@@ -100,7 +100,7 @@ export async function runDuplicates(o: DuplicatesOptions, deps: Deps): Promise<v
     await render(deps, duplicates, scans);
     found = duplicates.length;
   }
-  if (found) throw new ExitStatus(8, 'duplicates found');
+  if (found) throw new ResultExit(8, 'duplicates found');
 }
 
 /** Writes, waiting for the stream to drain when its buffer is full (stdout piped to a slow reader). */

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { Check, DemoListener, DemoReport, DemoStep, DemoTable } from '../src/demo/play.js';
-import { ExitStatus } from '../src/errors.js';
+import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { formatAmount } from './support/format.js';
 import type { Deps } from './support/deps.js';
@@ -51,7 +51,7 @@ export async function runDemo(deps: Deps): Promise<void> {
     deps.io.err.write(
       `recon demo: ${failed} of ${checks.length} checks failed; that is a bug in recon, please report it\n`,
     );
-  if (!report.ok) throw new ExitStatus(1, 'a demo check failed');
+  if (!report.ok) throw new ResultExit(1, 'a demo check failed');
 }
 
 function humanListener(deps: Deps, s: Style): DemoListener {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { ExitStatus } from '../src/errors.js';
+import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { printJson, println } from './support/io.js';
 import { styleFor } from './support/style.js';
@@ -35,7 +35,7 @@ export function register(program: Command): void {
             if (!c.ok && c.fix) println(deps.io, `      fix: ${c.fix}`);
           }
         }
-        if (failed.length) throw new ExitStatus(failed[0].exit_code ?? 1, `check ${failed[0].name} failed`);
+        if (failed.length) throw new ResultExit(failed[0].exit_code ?? 1, `check ${failed[0].name} failed`);
       }),
     );
 }

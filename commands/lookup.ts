@@ -4,7 +4,7 @@ import { lookupClientReference, lookupOperation } from '../src/core/lookup.js';
 import { lookupDetail } from '../src/core/decision-json.js';
 import { getOperation } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
-import { ExitStatus, UsageError } from '../src/errors.js';
+import { ResultExit, UsageError } from '../src/errors.js';
 import type { LookupResult, ProviderTxn } from '../src/types.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
@@ -77,7 +77,7 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
         deps.io,
         `recon operations with this reference: ${operations.map((op) => `${op.id} (${op.state})`).join(', ')}`,
       );
-    if (lookup.result === 'unavailable') throw new ExitStatus(5, 'the provider was unavailable');
+    if (lookup.result === 'unavailable') throw new ResultExit(5, 'the provider was unavailable');
     return;
   }
   const core = await deps.core();
@@ -121,7 +121,7 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
   }
   if (r.note) println(deps.io, printable(r.note));
   if (next.length) println(deps.io, `next: ${next.map(printable).join('\n      ')}`);
-  if (r.lookup.result === 'unavailable') throw new ExitStatus(5, 'the provider was unavailable');
+  if (r.lookup.result === 'unavailable') throw new ResultExit(5, 'the provider was unavailable');
 }
 
 async function renderLookup(deps: Deps, l: LookupResult, linked: string[]): Promise<void> {

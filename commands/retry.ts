@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { getOperation } from '../src/core/operations.js';
 import { retryNow } from '../src/core/retry.js';
 import { validateId } from '../src/core/validate.js';
-import { ExitStatus } from '../src/errors.js';
+import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { waitingLine } from './support/format.js';
 import { info, printJson } from './support/io.js';
@@ -36,7 +36,7 @@ Example:
           info(deps.io, `${op.id}: ${result.decision} (${result.rule}) → ${result.state}: ${result.explanation}`);
           if (result.retry_at) info(deps.io, waitingLine(result.retry_at, deps.now()));
         }
-        if (result.decision !== 'retry') throw new ExitStatus(4, `the rule decided ${result.decision}`);
+        if (result.decision !== 'retry') throw new ResultExit(4, `the rule decided ${result.decision}`);
       }),
     );
 }

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { failedRunMetrics, runMetrics } from '../src/core/metrics.js';
 import { runPass, type RunSummary } from '../src/core/run.js';
-import { ExitStatus, exitCodeOf } from '../src/errors.js';
+import { ResultExit, exitCodeOf } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
@@ -65,9 +65,9 @@ export async function runCommand(o: RunCommandOptions, deps: Deps): Promise<void
   }
   // 5 wins over 8 (SPEC §7): a review is open nearly always, and cron must still hear of an outage.
   // The metrics file carries both.
-  if (summary.unavailable > 0) throw new ExitStatus(5, 'a provider was unavailable');
-  if (summary.needs_review_total > 0) throw new ExitStatus(8, 'operations need a human');
-  if (summary.errors.length) throw new ExitStatus(1, 'operations failed unexpectedly');
+  if (summary.unavailable > 0) throw new ResultExit(5, 'a provider was unavailable');
+  if (summary.needs_review_total > 0) throw new ResultExit(8, 'operations need a human');
+  if (summary.errors.length) throw new ResultExit(1, 'operations failed unexpectedly');
 }
 
 async function runAndReport(o: RunCommandOptions, deps: Deps): Promise<RunSummary> {

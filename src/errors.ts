@@ -71,19 +71,20 @@ export function exitCodeOf(err: unknown): ExitCode {
 
 /**
  * Not an error: the command has reported its whole result (stdout, stderr), and the exit code
- * tells a script what that result was (SPEC §7): `doctor` the code of its first failed check; `run` 5 a provider was unavailable (wins over
+ * tells a script what that result was (SPEC §7): `run` 5 a provider was unavailable (wins over
  * 8), 8 operations need a human, 1 some operations failed unexpectedly; `retry` 4 the rule did
  * not allow the retry; `lookup` 5 the provider was unavailable; `audit verify` 4 a chain is
- * broken; `audit duplicates` 8 duplicates found; `attach` 4 a "no" at the confirmation; `demo` 1
- * a check failed. bin/main.ts sets the exit code and prints nothing more.
+ * broken; `audit duplicates` 8 duplicates found; `attach` 4 a "no" at the confirmation; `doctor`
+ * the code of its first failed check; `demo` 1 a check failed. Thrown after the output;
+ * bin/main.ts sets the exit code and prints nothing more.
  */
-export class ExitStatus extends Error {
+export class ResultExit extends Error {
   constructor(
     readonly exitCode: ExitCode,
-    /** What the result was, for a stack under DEBUG and for tests; never printed. */
+    /** What the result was, for whoever reads the code or catches it in a test; never printed. */
     readonly why: string,
   ) {
     super(`exit ${exitCode}: ${why}`);
-    this.name = 'ExitStatus';
+    this.name = 'ResultExit';
   }
 }

@@ -18,7 +18,7 @@ export function setDepsFactory(f: (globals: GlobalOptions, command: string) => D
 
 /**
  * Wraps a command handler: builds Deps from the global options, runs, always closes the
- * store and providers. A handler returns nothing or throws: errors, and the ExitStatus of a
+ * store and providers. A handler returns nothing or throws: errors, and the ResultExit of a
  * result that is not "done" (src/errors.ts), propagate to bin/main.ts, the one place that maps
  * them to exit codes.
  */
