@@ -3,7 +3,7 @@ import type { Queryable } from '../store/db.js';
 import type { Operation } from '../types.js';
 import { payloadHash } from './canonical.js';
 import type { CoreContext } from './context.js';
-import { lockOperation, rowToOperation, type OperationRow } from './repo.js';
+import { lockOperation, rowToOperation, type OperationRow } from './operations.js';
 import { UNRESOLVED_SQL } from './states.js';
 import { transition } from './transition.js';
 

@@ -3,7 +3,7 @@ import type { LinkedVia, LookupResult, Operation, Provider, ProviderTxn, State }
 import { lookupDetail } from './decision-json.js';
 import type { CoreContext } from './context.js';
 import { txnMismatches, unexplainedLive } from './match.js';
-import { lockOperation, transactionsOf } from './repo.js';
+import { lockOperation, transactionsOf } from './operations.js';
 import { canTransition, isInFlight, isTerminal, judgedState } from './states.js';
 import { linkTransaction } from './links.js';
 import { note } from './note.js';

@@ -1,7 +1,7 @@
 import type { Queryable } from '../store/db.js';
 import type { Observation, Operation } from '../types.js';
 import { chainHeads, type ChainHead } from './audit.js';
-import { rowToObservation, type ObservationRow } from './repo.js';
+import { rowToObservation, type ObservationRow } from './operations.js';
 
 /** What the rule reads besides the operation: its observations so far and when its last attempt started. */
 export interface History {

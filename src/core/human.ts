@@ -1,10 +1,10 @@
 import { NotFoundError, ProviderUnavailableError, RefusedError, UsageError } from '../errors.js';
 import type { Operation, Provider, ProviderTxn, State } from '../types.js';
 import type { CoreContext } from './context.js';
-import { getOperation, lockOperation, rowToOperation, transactionsOf, type OperationRow } from './repo.js';
+import { getOperation, lockOperation, rowToOperation, transactionsOf, type OperationRow } from './operations.js';
 import { txnMismatches } from './match.js';
 import { lookupQueryFor } from './reconcile.js';
-import { canTransition } from './states.js';
+import { canTransition, isInFlight, judgedState } from './states.js';
 import { linkTransaction } from './links.js';
 import { note } from './note.js';
 import { transition } from './transition.js';
@@ -17,12 +17,28 @@ export interface AttachCheck {
   to: State;
 }
 
-/** Fetches TXN from the provider and checks amount, currency and `recon_operation_id`. */
+/** `--force --reason TEXT`: a decision made although recon's checks disagree, and why. */
+export interface Force {
+  force?: boolean;
+  reason?: string;
+}
+
+/** A forced decision without its reason is a usage error: the reason goes into the audit trail. */
+export function checkForce(o: Force): Force {
+  if (o.force && !o.reason) throw new UsageError('--reason: required with --force (it goes into the audit trail)');
+  return o;
+}
+
+/**
+ * Fetches TXN from the provider and checks amount, currency and `recon_operation_id` (SPEC §7):
+ * a transaction that disagrees is refused (exit 4) unless forced, before anyone is asked to confirm.
+ */
 export async function checkAttach(
   ctx: CoreContext,
   provider: Provider,
   id: string,
   txnId: string,
+  o: Force = {},
 ): Promise<AttachCheck> {
   const operation = await getOperation(ctx.db, id);
   const txn = await provider.get(txnId);
@@ -35,22 +51,16 @@ export async function checkAttach(
       'state_machine',
     );
   }
+  refuseAttachUnlessForced(problems, txn, operation, o);
   return { operation, txn, problems, to };
 }
 
-export async function attach(
-  ctx: CoreContext,
-  provider: Provider,
-  check: AttachCheck,
-  o: { force?: boolean; reason?: string },
-): Promise<Operation> {
-  refuseUnlessForced(
-    check.problems,
-    o,
-    `${check.txn.provider_id} does not match ${check.operation.id}`,
-    'attach anyway',
-    'attach.mismatch',
-  );
+function refuseAttachUnlessForced(problems: string[], txn: ProviderTxn, op: Operation, o: Force): void {
+  refuseUnlessForced(problems, o, `${txn.provider_id} does not match ${op.id}`, 'attach', 'attach.mismatch');
+}
+
+export async function attach(ctx: CoreContext, provider: Provider, check: AttachCheck, o: Force): Promise<Operation> {
+  refuseAttachUnlessForced(check.problems, check.txn, check.operation, o);
   const now = ctx.now();
   return ctx.db.transaction(async (tx) => {
     const r = await linkTransaction(tx, provider.name, check.operation.id, check.txn, {
@@ -88,9 +98,9 @@ export async function escalate(
   const now = ctx.now();
   return ctx.db.transaction(async (tx) => {
     const current = await lockOperation(tx, id);
-    if (current.state === 'submitting' && current.lease_expires_at && current.lease_expires_at > now) {
+    if (isInFlight(current, now)) {
       throw new RefusedError(
-        `operation ${id} has an attempt in flight (lease until ${current.lease_expires_at.toISOString()}); escalate it after the attempt ends`,
+        `operation ${id} has an attempt in flight (lease until ${current.lease_expires_at!.toISOString()}); escalate it after the attempt ends`,
         'lease_held',
       );
     }
@@ -116,8 +126,10 @@ export async function escalate(
       });
       return rowToOperation(r.rows[0]);
     }
-    if (current.state === 'submitting') {
-      await transition(tx, id, 'outcome_unknown', {
+    // Its worker is gone (the lease expired): it is the outcome_unknown it is before it is escalated.
+    const judged = judgedState(current.state);
+    if (judged !== current.state) {
+      await transition(tx, id, judged, {
         actor: ctx.actor,
         now,
         kind: 'lease.expired',
@@ -190,14 +202,8 @@ export async function checkResolve(
 }
 
 /** Refuses (exit 4) when there are problems, unless forced with a reason for the audit trail. */
-function refuseUnlessForced(
-  problems: string[],
-  o: { force?: boolean; reason?: string },
-  what: string,
-  doIt: string,
-  rule: string,
-): void {
-  if (o.force && !o.reason) throw new UsageError('--reason: required with --force (it goes into the audit trail)');
+function refuseUnlessForced(problems: string[], o: Force, what: string, doIt: string, rule: string): void {
+  checkForce(o);
   if (problems.length && !o.force)
     throw new RefusedError(`${what}: ${problems.join('; ')}; use --force --reason TEXT to ${doIt} anyway`, rule);
 }
@@ -207,7 +213,7 @@ export async function resolveReview(
   ctx: CoreContext,
   provider: Provider | undefined,
   check: ResolveCheck,
-  o: { note: string; force?: boolean; reason?: string },
+  o: Force & { note: string },
 ): Promise<Operation> {
   const id = check.operation.id;
   refuseUnlessForced(check.problems, o, `${id} cannot be resolved ${check.outcome}`, 'resolve it', 'review.mismatch');

@@ -16,7 +16,7 @@ import { lookupDetail, type DecisionJson } from './decision-json.js';
 import { claimOne, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { evaluate, expireLease, safeLookup } from './reconcile.js';
-import { getOperation, listOperations, transactionsOf } from './repo.js';
+import { getOperation, listOperations, transactionsOf } from './operations.js';
 import { applyLookupFindings, isReconcilable } from './found.js';
 import { isInFlight, judgedState } from './states.js';
 import { note } from './note.js';

@@ -1,7 +1,7 @@
 import type { Queryable } from '../store/db.js';
 import type { AuditEvent } from '../types.js';
 import { appendEvent } from './audit.js';
-import { lockOperation } from './repo.js';
+import { lockOperation } from './operations.js';
 import { assertLease } from './transition.js';
 
 /** An audit event that records something without changing state (an observation, a wait, a note). */

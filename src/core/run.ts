@@ -7,7 +7,7 @@ import { decisionJson, type DecisionJson } from './decision-json.js';
 import { decisionWriter } from './decision-writer.js';
 import { historiesOf, type History } from './history.js';
 import { evaluate, reconcileOne } from './reconcile.js';
-import { listOperations } from './repo.js';
+import { listOperations } from './operations.js';
 import { isInFlight, UNRESOLVED_SQL } from './states.js';
 
 export interface RunOptions {

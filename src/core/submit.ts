@@ -4,7 +4,7 @@ import { LeaseLostError } from '../errors.js';
 import type { CoreContext } from './context.js';
 import { applyFoundTransaction } from './found.js';
 import { txnMismatches, unexplainedLive } from './match.js';
-import { getOperation, lockOperation, transactionsOf } from './repo.js';
+import { getOperation, lockOperation, transactionsOf } from './operations.js';
 import { linkTransaction } from './links.js';
 import { transition } from './transition.js';
 

@@ -2,7 +2,7 @@ import { LeaseLostError, NotFoundError, RefusedError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import type { AuditEvent, LinkedVia, ObservationResult, Operation, ProviderTxn, State } from '../types.js';
 import { chainEvent, chainHeads, type ChainHead } from './audit.js';
-import { rowToOperation, type OperationRow } from './repo.js';
+import { rowToOperation, type OperationRow } from './operations.js';
 import { assertTransition, isTerminal } from './states.js';
 
 /**

@@ -14,7 +14,7 @@ import type { CoreContext } from '../../src/core/context.js';
 import { decisionWriter } from '../../src/core/decision-writer.js';
 import type { PlannedDecision } from '../../src/core/plan.js';
 import { recordOperations } from '../../src/core/record.js';
-import { findOperation } from '../../src/core/repo.js';
+import { findOperation } from '../../src/core/operations.js';
 import { transition } from '../../src/core/transition.js';
 import { validateOperation } from '../../src/core/validate.js';
 import { note } from '../../src/core/note.js';

@@ -11,7 +11,7 @@ import { claimAttempt, claimForRun } from '../../src/core/claims.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { eventsOf } from '../../src/core/audit.js';
 import { recordOperations } from '../../src/core/record.js';
-import { findOperation } from '../../src/core/repo.js';
+import { findOperation } from '../../src/core/operations.js';
 import { finishAttempt } from '../../src/core/submit.js';
 import { note } from '../../src/core/note.js';
 import { transition } from '../../src/core/transition.js';
