@@ -99,8 +99,9 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
     return { batch, histories };
   };
   // Batches overlap: the next one is claimed while this one is looked up, and its lookups start when
-  // this one's last few are in flight. Waiting for a whole batch before claiming the next left the
-  // provider idle at every batch boundary (~5% of a rate-limited pass: npm run bench, reconcile).
+  // this one's last few lookups are in flight. Waiting for a whole batch before claiming the next left
+  // the provider idle at every batch boundary (~5% of a rate-limited pass: npm run bench, reconcile),
+  // and waiting for its decisions to be written as well left it idle during every commit (claims).
   const running: Promise<void>[] = [];
   let next = claimNext();
   for (;;) {
@@ -118,10 +119,17 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
     running.push(
       Promise.all(
         batch.map(async (claimed) => {
-          try {
-            await decideOne(claimed, histories);
-          } finally {
+          let looked = false;
+          // Called when the operation's lookup has answered (or it will make none).
+          const lookedUp = () => {
+            if (looked) return;
+            looked = true;
             if (--left <= TAIL) tail();
+          };
+          try {
+            await decideOne(claimed, histories, lookedUp);
+          } finally {
+            lookedUp();
           }
         }),
       ).then(() => undefined),
@@ -130,7 +138,11 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   }
   await Promise.all(running);
 
-  async function decideOne(claimed: Operation, histories: Map<string, History> | null): Promise<void> {
+  async function decideOne(
+    claimed: Operation,
+    histories: Map<string, History> | null,
+    lookedUp: () => void,
+  ): Promise<void> {
     let provider: Provider;
     try {
       provider = await providers(claimed.provider);
@@ -139,7 +151,9 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
       if (!o.dryRun) await releaseLease(ctx.db, claimed.id, owner);
       return;
     }
-    const limited = limiterFor(provider);
+    const limiter = limiterFor(provider);
+    // The operation's first provider call is its lookup.
+    const limited = <T>(call: () => Promise<T>) => limiter(call).finally(lookedUp);
     try {
       if (o.dryRun) {
         count(summary, await limited(() => dryDecision(ctx, provider, claimed)));
