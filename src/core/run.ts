@@ -83,7 +83,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   };
   const owner = newOwnerToken(ctx.actor);
   // Decisions are written in groups (group commit): one transaction per decision made the store's
-  // round trips the cost of a pass against a fast provider (see apply.ts).
+  // round trips the cost of a pass against a fast provider (see write-decisions.ts).
   const write = decisionWriter(ctx, owner);
   const seen: string[] = [];
   const claimNext = async (): Promise<{ batch: Operation[]; histories: Map<string, History> | null }> => {
