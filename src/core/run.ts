@@ -83,7 +83,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   };
   const owner = newOwnerToken(ctx.actor);
   // Decisions are written in groups (group commit): one transaction per decision made the store's
-  // round trips the cost of a pass against a fast provider (see apply.ts).
+  // round trips the cost of a pass against a fast provider (see write-decisions.ts).
   const write = decisionWriter(ctx, owner);
   const seen: string[] = [];
   const claimNext = async (): Promise<{ batch: Operation[]; histories: Map<string, History> | null }> => {
@@ -107,6 +107,9 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   for (;;) {
     const { batch, histories } = await next;
     if (batch.length === 0) break;
+    // At most two batches at once: one looked up while the other's decisions are written. With no
+    // bound, a store slower than the provider would pile up decisions under leases that may expire.
+    if (running.length >= 2) await running[running.length - 2];
     next = claimNext();
     // Awaited at the top of the loop; marked handled now so that a failing claim is not reported as
     // an unhandled rejection while this batch runs.
