@@ -1,6 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
-import { outcome } from '../commands/support/action.js';
-import { ReconError, UsageError } from '../src/errors.js';
+import { ResultExit, exitCodeOf, UsageError } from '../src/errors.js';
 import { registerAll } from '../commands/index.js';
 import { versionText } from './version.js';
 
@@ -65,7 +64,7 @@ Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
 
 async function redactor(): Promise<(s: string) => string> {
   try {
-    const { redact } = await import('../src/config.js');
+    const { redact } = await import('../src/config/redact.js');
     return redact;
   } catch {
     return (s) => s;
@@ -81,8 +80,13 @@ export async function main(argv: string[]): Promise<void> {
   const json = argv.includes('--json');
   try {
     await program.parseAsync(argv);
-    process.exitCode = outcome.exitCode;
+    process.exitCode = 0;
   } catch (err) {
+    // The command printed its result; the exit code says what it was.
+    if (err instanceof ResultExit) {
+      process.exitCode = err.exitCode;
+      return;
+    }
     if (err instanceof CommanderError) {
       // --help and --version end here with code 0; parse errors were already printed by commander
       // on stderr. A script that asked for --json still gets the error document on stdout.
@@ -96,7 +100,7 @@ export async function main(argv: string[]): Promise<void> {
       return;
     }
     const redact = await redactor();
-    const code = err instanceof ReconError ? err.exitCode : 1;
+    const code = exitCodeOf(err);
     const message = redact(err instanceof Error ? err.message : String(err));
     process.stderr.write(`recon: ${message}\n`);
     if (err instanceof UsageError) process.stderr.write('(run with --help for usage)\n');

@@ -1,5 +1,6 @@
 import type { Db, Queryable } from '../store/db.js';
 import { countDuplicates } from './duplicates.js';
+import { UNRESOLVED_SQL } from './states.js';
 
 /** `recon stats`: where the backlog is, how fast it resolves, how often humans are needed. */
 export interface Stats {
@@ -66,7 +67,7 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
   const buckets = await q.query<{ state: string; age_bucket: string; n: number }>(
     `SELECT state, ${AGE_BUCKET_SQL} AS age_bucket, count(*)::int AS n
        FROM (SELECT state, extract(epoch FROM ($1::timestamptz - coalesce(first_attempt_at, created_at)))::float8 AS age
-               FROM recon.operations WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')) AS u
+               FROM recon.operations WHERE state IN ${UNRESOLVED_SQL}) AS u
       GROUP BY 1, 2`,
     [now],
   );
