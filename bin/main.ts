@@ -1,12 +1,11 @@
 import { createRequire } from 'node:module';
 import type { Command as CommandType } from 'commander';
 import { registerAll } from '../commands/index.js';
-import { versionText } from './version.js';
 
 /*
- * `recon --help` loads this file, commander, the command table and the version, nothing else (npm run
- * bench, startup, holds it to 1.3× `node -e 0`): the action wrapper and the error classes are
- * imported once a command has run or failed. commander is a CommonJS package, required directly:
+ * `recon --help` loads this file, commander and the command table, nothing else (npm run bench,
+ * startup, holds it to 1.3× `node -e 0`): the action wrapper and the error classes are imported
+ * once a command has run or failed, the version (read from package files) when argv asks for it. commander is a CommonJS package, required directly:
  * `import` reaches it through its ESM wrapper and a parse of its entry for export names, on every
  * start. It is the same module instance either way.
  */
@@ -14,11 +13,14 @@ const { Command, CommanderError, Option } = createRequire(import.meta.url)('comm
 
 /** The program, with the command `argv` names loaded (every command with `all`). */
 export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {}): Promise<CommandType> {
+  // -V, --version, or -V among combined short flags (-qV).
+  const wantsVersion = argv.slice(2).some((a) => a === '--version' || /^-[^-]*V/.test(a));
+  const version = wantsVersion ? (await import('./version.js')).versionText() : '';
   const program = new Command('recon')
     .description(
       'Reconcile side effects whose outcome is unknown: find out what the provider did, finish it exactly once.',
     )
-    .version(versionText(), '-V, --version')
+    .version(version, '-V, --version')
     .option(
       '--db <url>',
       'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, the nearest .recon/ here or above)',
