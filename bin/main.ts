@@ -4,10 +4,10 @@ import { registerAll } from '../commands/index.js';
 
 /*
  * `recon --help` loads this file, commander and the command table, nothing else (npm run bench,
- * startup, holds it to 1.3× `node -e 0`): the action wrapper and the error classes are imported
- * once a command has run or failed, the version (read from package files) when argv asks for it. commander is a CommonJS package, required directly:
- * `import` reaches it through its ESM wrapper and a parse of its entry for export names, on every
- * start. It is the same module instance either way.
+ * startup, holds it to 1.3× `node -e 0`): the error classes are imported once a command has failed,
+ * the version (read from package files) when argv asks for it. commander is a CommonJS package,
+ * required directly: `import` reaches it through its ESM wrapper and a parse of its entry for
+ * export names, on every start. It is the same module instance either way.
  */
 const { Command, CommanderError, Option } = createRequire(import.meta.url)('commander') as typeof import('commander');
 
@@ -75,7 +75,7 @@ Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
 
 async function redactor(): Promise<(s: string) => string> {
   try {
-    const { redact } = await import('../src/config.js');
+    const { redact } = await import('../src/config/redact.js');
     return redact;
   } catch {
     return (s) => s;
@@ -91,7 +91,7 @@ export async function main(argv: string[]): Promise<void> {
   const json = argv.includes('--json');
   try {
     await program.parseAsync(argv);
-    process.exitCode = (await import('../commands/support/action.js')).outcome.exitCode;
+    process.exitCode = 0;
   } catch (err) {
     if (err instanceof CommanderError) {
       // --help and --version end here with code 0; parse errors were already printed by commander
@@ -105,9 +105,14 @@ export async function main(argv: string[]): Promise<void> {
       }
       return;
     }
-    const { ReconError, UsageError } = await import('../src/errors.js');
+    const { ResultExit, UsageError, exitCodeOf } = await import('../src/errors.js');
+    // The command printed its result; the exit code says what it was.
+    if (err instanceof ResultExit) {
+      process.exitCode = err.exitCode;
+      return;
+    }
     const redact = await redactor();
-    const code = err instanceof ReconError ? err.exitCode : 1;
+    const code = exitCodeOf(err);
     const message = redact(err instanceof Error ? err.message : String(err));
     process.stderr.write(`recon: ${message}\n`);
     if (err instanceof UsageError) process.stderr.write('(run with --help for usage)\n');

@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
-import { attach, checkAttach } from '../src/core/human.js';
-import { getOperation } from '../src/core/repo.js';
+import { attach, checkAttach } from '../src/core/attach.js';
+import { checkForce } from '../src/core/force.js';
+import { getOperation } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
-import { RefusedError, UsageError } from '../src/errors.js';
+import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { formatAmount } from './support/format.js';
 import { info, printJson } from './support/io.js';
@@ -22,24 +23,17 @@ export function register(program: Command): void {
     )
     .action(
       action<{ force?: boolean; reason?: string }>(async ([rawId, txnId], opts, deps) => {
-        if (opts.force && !opts.reason)
-          throw new UsageError('--reason: required with --force (it goes into the audit trail)');
+        const force = checkForce(opts);
         const core = await deps.core();
         const op = await getOperation(core.db, validateId(rawId));
         const provider = await deps.provider(op.provider);
-        const check = await checkAttach(core, provider, op.id, txnId);
-        if (check.problems.length && !opts.force) {
-          throw new RefusedError(
-            `${txnId} does not match ${op.id}: ${check.problems.join('; ')}; use --force --reason TEXT to attach anyway`,
-            'attach.mismatch',
-          );
-        }
+        const check = await checkAttach(core, provider, op.id, txnId, force);
         const question = `Attach ${txnId} (${check.txn.status}, ${formatAmount(check.txn.amount, check.txn.currency) || '?'}) to ${op.id} and mark it ${check.to}?`;
         if (!(await deps.confirm(question))) {
           info(deps.io, 'nothing attached');
-          return 4;
+          throw new ResultExit(4, 'a "no" at the confirmation');
         }
-        const updated = await attach(core, provider, check, { force: opts.force, reason: opts.reason });
+        const updated = await attach(core, provider, check, force);
         if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [updated]))[0]);
         else info(deps.io, `${op.id}: attached ${txnId} → ${updated.state}`);
       }),

@@ -11,7 +11,7 @@ import {
   type FindOptions,
 } from '../src/core/duplicates.js';
 import type { Db } from '../src/store/db.js';
-import { UsageError } from '../src/errors.js';
+import { ResultExit, UsageError } from '../src/errors.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, println } from './support/io.js';
@@ -54,7 +54,7 @@ Examples:
     .action(action<DuplicatesOptions>(async (_a, opts, deps) => runDuplicates(opts, deps)));
 }
 
-export async function runDuplicates(o: DuplicatesOptions, deps: Deps): Promise<number> {
+export async function runDuplicates(o: DuplicatesOptions, deps: Deps): Promise<void> {
   if (o.csv && deps.globals.json) throw new UsageError('--csv and --json: choose one output format');
   const now = deps.now();
   const since = o.since ? parseSinceOrDate(o.since, '--since', now) : undefined;
@@ -100,7 +100,7 @@ export async function runDuplicates(o: DuplicatesOptions, deps: Deps): Promise<n
     await render(deps, duplicates, scans);
     found = duplicates.length;
   }
-  return found ? 8 : 0;
+  if (found) throw new ResultExit(8, 'duplicates found');
 }
 
 /** Writes, waiting for the stream to drain when its buffer is full (stdout piped to a slow reader). */

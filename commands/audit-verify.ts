@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { readAnchor, writeAnchor, type AnchorHeads } from '../src/core/anchor.js';
 import { verifyChains } from '../src/core/audit.js';
+import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { info, printJson, println } from './support/io.js';
 import { renderTable } from './support/style.js';
@@ -75,7 +76,7 @@ Examples:
           );
           info(deps.io, `${report.broken.length} broken chain(s) among ${report.operations_checked} operation(s)`);
         }
-        return report.ok ? 0 : 4;
+        if (!report.ok) throw new ResultExit(4, 'a chain is broken');
       }),
     );
 }

@@ -31,24 +31,10 @@ export function register(program: Command): void {
     .action(
       action(async (_a, _o, deps) => {
         const store = await deps.store({ requireCurrent: false });
-        const { schemaStatus } = await import('../src/store/migrate.js');
-        const status = await schemaStatus(store);
-        const counts = await store.query<{ state: string; n: number }>(
-          'SELECT state, count(*)::int AS n FROM recon.operations GROUP BY state ORDER BY state',
-        );
-        const events = await store.query<{ n: number }>('SELECT count(*)::int AS n FROM recon.audit_events');
-        const byState = Object.fromEntries(counts.rows.map((r) => [r.state, Number(r.n)]));
-        const total = Object.values(byState).reduce((a, b) => a + b, 0);
-        const doc = {
-          store: store.displayUrl,
-          backend: store.kind,
-          schema_version: status.version,
-          latest_version: status.latest,
-          pending_migrations: status.pending,
-          operations: total,
-          by_state: byState,
-          audit_events: Number(events.rows[0].n),
-        };
+        const { storeStatus } = await import('../src/core/store-status.js');
+        const doc = await storeStatus(store);
+        const total = doc.operations;
+        const byState = doc.by_state;
         if (deps.globals.json) return printJson(deps.io, doc);
         println(deps.io, `store           ${doc.store} (${doc.backend})`);
         println(

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { Check, DemoListener, DemoReport, DemoStep, DemoTable } from '../src/demo/play.js';
+import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { formatAmount } from './support/format.js';
 import type { Deps } from './support/deps.js';
@@ -28,7 +29,7 @@ Examples:
     .action(action(async (_args, _opts, deps) => runDemo(deps)));
 }
 
-export async function runDemo(deps: Deps): Promise<number> {
+export async function runDemo(deps: Deps): Promise<void> {
   if (deps.globals.db) warn(deps.io, '--db is not used: the demo always plays on a throw-away in-memory store');
   const { playDemo } = await import('../src/demo/play.js');
   const json = deps.globals.json;
@@ -50,7 +51,7 @@ export async function runDemo(deps: Deps): Promise<number> {
     deps.io.err.write(
       `recon demo: ${failed} of ${checks.length} checks failed; that is a bug in recon, please report it\n`,
     );
-  return report.ok ? 0 : 1;
+  if (!report.ok) throw new ResultExit(1, 'a demo check failed');
 }
 
 function humanListener(deps: Deps, s: Style): DemoListener {

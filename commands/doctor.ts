@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { printJson, println } from './support/io.js';
 import { styleFor } from './support/style.js';
@@ -24,7 +25,7 @@ export function register(program: Command): void {
           now: deps.now,
         });
         const failed = checks.filter((c) => !c.ok && !c.warn);
-        const { redact } = await import('../src/config.js');
+        const { redact } = await import('../src/config/redact.js');
         if (deps.globals.json) printJson(deps.io, { ok: failed.length === 0, checks });
         else {
           const s = await styleFor(deps.io);
@@ -34,7 +35,7 @@ export function register(program: Command): void {
             if (!c.ok && c.fix) println(deps.io, `      fix: ${c.fix}`);
           }
         }
-        return failed.length ? (failed[0].exit_code ?? 1) : 0;
+        if (failed.length) throw new ResultExit(failed[0].exit_code ?? 1, `check ${failed[0].name} failed`);
       }),
     );
 }

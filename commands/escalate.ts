@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { escalate } from '../src/core/human.js';
-import { getOperation } from '../src/core/repo.js';
+import { escalate } from '../src/core/escalate.js';
+import { getOperation } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
 import { action } from './support/action.js';

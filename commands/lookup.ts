@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
 import { parseSinceOrDate } from '../src/core/durations.js';
 import { lookupClientReference, lookupOperation } from '../src/core/lookup.js';
-import { lookupDetail } from '../src/core/reconcile.js';
-import { getOperation } from '../src/core/repo.js';
+import { lookupDetail } from '../src/core/decision-json.js';
+import { getOperation } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
-import { StoreLockedError, UsageError } from '../src/errors.js';
+import { ResultExit, UsageError } from '../src/errors.js';
 import type { LookupResult, ProviderTxn } from '../src/types.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
@@ -43,7 +43,7 @@ Examples:
     .action(action<LookupOptions>(async ([id], opts, deps) => runLookup(id, opts, deps)));
 }
 
-export async function runLookup(id: string | undefined, o: LookupOptions, deps: Deps): Promise<number | void> {
+export async function runLookup(id: string | undefined, o: LookupOptions, deps: Deps): Promise<void> {
   if (id && (o.key || o.clientRef))
     throw new UsageError('give an operation ID, or --key/--client-ref with --provider, not both');
   if (!id) {
@@ -54,10 +54,7 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
     const since = o.since ? parseSinceOrDate(o.since, '--since', deps.now()) : undefined;
     // recon's own operations with this reference tell the adapter which charge and amount to
     // compare look-alikes with (a refund made by hand in the dashboard has no recon metadata).
-    const core = await deps.core().catch((err) => {
-      if (err instanceof StoreLockedError && /no recon store/.test(err.message)) return null;
-      throw err;
-    });
+    const core = await deps.coreIfStore();
     const { lookup, operations } = await lookupClientReference(core, provider, {
       clientReference: o.clientRef,
       key: o.key,
@@ -80,7 +77,8 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
         deps.io,
         `recon operations with this reference: ${operations.map((op) => `${op.id} (${op.state})`).join(', ')}`,
       );
-    return lookup.result === 'unavailable' ? 5 : 0;
+    if (lookup.result === 'unavailable') throw new ResultExit(5, 'the provider was unavailable');
+    return;
   }
   const core = await deps.core();
   const op = await getOperation(core.db, validateId(id));
@@ -123,7 +121,7 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
   }
   if (r.note) println(deps.io, printable(r.note));
   if (next.length) println(deps.io, `next: ${next.map(printable).join('\n      ')}`);
-  return r.lookup.result === 'unavailable' ? 5 : 0;
+  if (r.lookup.result === 'unavailable') throw new ResultExit(5, 'the provider was unavailable');
 }
 
 async function renderLookup(deps: Deps, l: LookupResult, linked: string[]): Promise<void> {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { Agent } from '../src/agent/context.js';
-import { redact, registerSecret } from '../src/config.js';
+import { redact, registerSecret } from '../src/config/redact.js';
 import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';

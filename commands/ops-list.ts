@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { parseDuration } from '../src/core/durations.js';
-import { countOperations, getOperation, listOperations } from '../src/core/repo.js';
+import { countOperations, getOperation, listOperations } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
 import { isState } from '../src/core/states.js';
 import { operationsJson, type OperationJson } from '../src/core/views.js';

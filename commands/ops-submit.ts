@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { getOperation } from '../src/core/repo.js';
+import { getOperation } from '../src/core/operations.js';
 import { submitOperation } from '../src/core/submit.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';

@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import { decisionJson, evaluate, reconcileById } from '../src/core/reconcile.js';
-import { getOperation } from '../src/core/repo.js';
+import { getOperation } from '../src/core/operations.js';
+import { retryNow } from '../src/core/retry.js';
 import { validateId } from '../src/core/validate.js';
-import { RefusedError } from '../src/errors.js';
+import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { waitingLine } from './support/format.js';
 import { info, printJson } from './support/io.js';
@@ -30,36 +30,13 @@ Example:
         const core = await deps.core();
         const op = await getOperation(core.db, id);
         const provider = await deps.provider(op.provider);
-        if (op.state === 'submitting' && op.lease_expires_at && op.lease_expires_at > core.now()) {
-          throw new RefusedError(
-            `operation ${id} has an attempt in flight until ${op.lease_expires_at.toISOString()}`,
-            'lease_held',
-          );
-        }
-        if (!['outcome_unknown', 'pending', 'submitting'].includes(op.state)) {
-          throw new RefusedError(
-            `operation ${id} is ${op.state}; only outcome_unknown operations are retried`,
-            'state_machine',
-          );
-        }
-        let result;
-        if (opts.dryRun) {
-          const { decision: d } = await evaluate(core, provider, op);
-          result = { ...decisionJson(id, d), dry_run: true };
-        } else {
-          result = await reconcileById(core, provider, id);
-          if (!result)
-            throw new RefusedError(
-              `operation ${id} is claimed by another worker right now; try again shortly`,
-              'lease_held',
-            );
-        }
+        const result = await retryNow(core, provider, op, { dryRun: opts.dryRun });
         if (deps.globals.json) printJson(deps.io, result);
         else {
-          info(deps.io, `${id}: ${result.decision} (${result.rule}) → ${result.state}: ${result.explanation}`);
+          info(deps.io, `${op.id}: ${result.decision} (${result.rule}) → ${result.state}: ${result.explanation}`);
           if (result.retry_at) info(deps.io, waitingLine(result.retry_at, deps.now()));
         }
-        return result.decision === 'retry' ? 0 : 4;
+        if (result.decision !== 'retry') throw new ResultExit(4, `the rule decided ${result.decision}`);
       }),
     );
 }

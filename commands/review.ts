@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { evidenceOf } from '../src/core/evidence.js';
-import { checkResolve, resolveReview, type ReviewOutcome } from '../src/core/human.js';
-import { countOperations, getOperation, listOperations } from '../src/core/repo.js';
+import { checkForce } from '../src/core/force.js';
+import { checkResolve, resolveReview, type ReviewOutcome } from '../src/core/review.js';
+import { countOperations, getOperation, listOperations } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
 import { UsageError } from '../src/errors.js';
@@ -53,8 +54,7 @@ export function register(program: Command): void {
         async ([rawId], opts, deps) => {
           if (!OUTCOMES.includes(opts.outcome as ReviewOutcome))
             throw new UsageError(`--outcome: "${opts.outcome}" is not one of ${OUTCOMES.join(', ')}`);
-          if (opts.force && !opts.reason)
-            throw new UsageError('--reason: required with --force (it goes into the audit trail)');
+          const force = checkForce(opts);
           const core = await deps.core();
           const id = validateId(rawId);
           const provider = await deps.provider((await getOperation(core.db, id)).provider);
@@ -62,11 +62,7 @@ export function register(program: Command): void {
             outcome: opts.outcome as ReviewOutcome,
             txnId: opts.txn,
           });
-          const op = await resolveReview(core, provider, check, {
-            note: opts.note,
-            force: opts.force,
-            reason: opts.reason,
-          });
+          const op = await resolveReview(core, provider, check, { ...force, note: opts.note });
           if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [op]))[0]);
           else info(deps.io, `${op.id}: ${op.state} (by ${core.actor})`);
         },

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { failedRunMetrics, runMetrics } from '../src/core/metrics.js';
 import { runPass, type RunSummary } from '../src/core/run.js';
-import { exitCodeOf } from '../src/errors.js';
+import { ResultExit, exitCodeOf } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
@@ -48,9 +48,10 @@ Examples:
     .action(action<RunCommandOptions>(async (_a, opts, deps) => runCommand(opts, deps)));
 }
 
-export async function runCommand(o: RunCommandOptions, deps: Deps): Promise<number> {
+export async function runCommand(o: RunCommandOptions, deps: Deps): Promise<void> {
+  let summary: RunSummary;
   try {
-    return await runAndReport(o, deps);
+    summary = await runAndReport(o, deps);
   } catch (err) {
     // The metrics file says this pass failed (a lost store: exit 6) rather than keep the last
     // good pass's figures; the error itself goes on to bin/main.ts (message, --json document).
@@ -62,9 +63,14 @@ export async function runCommand(o: RunCommandOptions, deps: Deps): Promise<numb
     }
     throw err;
   }
+  // 5 wins over 8 (SPEC §7): a review is open nearly always, and cron must still hear of an outage.
+  // The metrics file carries both.
+  if (summary.unavailable > 0) throw new ResultExit(5, 'a provider was unavailable');
+  if (summary.needs_review_total > 0) throw new ResultExit(8, 'operations need a human');
+  if (summary.errors.length) throw new ResultExit(1, 'operations failed unexpectedly');
 }
 
-async function runAndReport(o: RunCommandOptions, deps: Deps): Promise<number> {
+async function runAndReport(o: RunCommandOptions, deps: Deps): Promise<RunSummary> {
   const core = await deps.core();
   const progress = deps.io.isStderrTTY && !deps.io.quiet && !deps.globals.json;
   let lastDraw = 0;
@@ -87,11 +93,7 @@ async function runAndReport(o: RunCommandOptions, deps: Deps): Promise<number> {
   if (o.metricsFile && !o.dryRun) await writeAtomically(o.metricsFile, runMetrics(summary, deps.now()));
   if (deps.globals.json) printJson(deps.io, summary);
   else await render(deps, summary, Boolean(o.verbose));
-  // 5 wins over 8 (SPEC §7): a review is open nearly always, and cron must still hear of an outage.
-  // The metrics file carries both.
-  if (summary.unavailable > 0) return 5;
-  if (summary.needs_review_total > 0) return 8;
-  return summary.errors.length ? 1 : 0;
+  return summary;
 }
 
 async function writeAtomically(file: string, text: string): Promise<void> {

@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { ingestWebhook, type IngestResult } from '../src/core/webhooks.js';
 import { redact } from '../src/config/redact.js';
 import { parseDuration } from '../src/core/durations.js';
-import { ReconError, UsageError } from '../src/errors.js';
+import { NotFoundError, UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, readAll, warn } from './support/io.js';
@@ -191,7 +191,7 @@ async function serve(
           ? err.status
           : err instanceof UsageError
             ? 400
-            : err instanceof ReconError && err.exitCode === 3
+            : err instanceof NotFoundError
               ? 404
               : 500;
       info(deps.io, redact(`webhook rejected (${status}): ${(err as Error).message}`));

@@ -2,7 +2,7 @@ import { type Command, InvalidArgumentError } from 'commander';
 import { createDeps, type Deps, type GlobalOptions } from './deps.js';
 import { systemIO } from './io.js';
 
-/** Set by `bin/main.ts` in tests to swap dependencies; production builds them from the process. */
+/** Swapped by test/support/in-process.ts (commands run in the test process); production builds Deps from the process. */
 let depsFactory: (globals: GlobalOptions, command: string) => Deps = (globals, command) =>
   createDeps(
     systemIO({ color: globals.color, quiet: globals.quiet, json: globals.json, env: process.env }),
@@ -16,14 +16,13 @@ export function setDepsFactory(f: (globals: GlobalOptions, command: string) => D
   depsFactory = f;
 }
 
-/** The exit code the last command asked for (0 unless it returned one). */
-export const outcome = { exitCode: 0 };
-
 /**
  * Wraps a command handler: builds Deps from the global options, runs, always closes the
- * store and providers. Errors propagate to bin/main.ts, the one place that maps them to exit codes.
+ * store and providers. A handler returns nothing or throws: errors, and the ResultExit of a
+ * result that is not "done" (src/errors.ts), propagate to bin/main.ts, the one place that maps
+ * them to exit codes.
  */
-export function action<O>(handler: (args: string[], opts: O, deps: Deps) => Promise<number | void>) {
+export function action<O>(handler: (args: string[], opts: O, deps: Deps) => Promise<void>) {
   return async (...raw: unknown[]) => {
     const command = raw[raw.length - 1] as Command;
     const opts = command.opts() as O;
@@ -39,8 +38,7 @@ export function action<O>(handler: (args: string[], opts: O, deps: Deps) => Prom
       // A bad config file is exit 2 for every command, before any work (and even with nothing
       // to do): a cron job must hear about it on the first run, not on the first operation.
       if (!NO_CONFIG.includes(path)) await deps.config();
-      const code = await handler(args, opts, deps);
-      outcome.exitCode = typeof code === 'number' ? code : 0;
+      await handler(args, opts, deps);
     } finally {
       await deps.close();
     }

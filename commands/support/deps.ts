@@ -1,5 +1,5 @@
 import os from 'node:os';
-import type { LoadedConfig } from '../../src/config.js';
+import type { LoadedConfig } from '../../src/config/types.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { UsageError } from '../../src/errors.js';
 import type { Db } from '../../src/store/db.js';
@@ -36,6 +36,8 @@ export interface Deps {
   /** Opens the store once; `opts` matter only on the first call (db migrate/status open without auto-migration). */
   store(opts?: OpenStoreOptions): Promise<Db>;
   core(): Promise<CoreContext>;
+  /** The core on the store, or null when no store is named or found (for a command that works without one). */
+  coreIfStore(): Promise<CoreContext | null>;
   provider(name: string): Promise<Provider>;
   /** Asks a person; without a TTY, fails unless --yes was given. */
   confirm(message: string): Promise<boolean>;
@@ -72,7 +74,7 @@ export function createDeps(
     now: () => new Date(),
     actor: () => globals.actor ?? defaultActor(env),
     config() {
-      config ??= import('../../src/config.js').then((m) => m.loadConfig({ flag: globals.config, env, cwd }));
+      config ??= import('../../src/config/load.js').then((m) => m.loadConfig({ flag: globals.config, env, cwd }));
       return config;
     },
     store(opts) {
@@ -113,6 +115,13 @@ export function createDeps(
     },
     async core() {
       return { db: await deps.store(), actor: deps.actor(), now: deps.now };
+    },
+    async coreIfStore() {
+      const { StoreMissingError } = await import('../../src/errors.js');
+      return deps.core().catch((err) => {
+        if (err instanceof StoreMissingError) return null;
+        throw err;
+      });
     },
     provider(name) {
       let p = providers.get(name);

@@ -7,7 +7,7 @@
  * no chain to go on and is not recorded (as `ops record` writes nothing for bad input).
  */
 import { NotFoundError } from '../errors.js';
-import { note } from '../core/transition.js';
+import { note } from '../core/note.js';
 import type { CoreContext } from '../core/context.js';
 
 const MCP_CALL = 'mcp.call';

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { reconcileById } from '../core/reconcile.js';
+import { isInFlight, isReconcilable } from '../core/states.js';
 import { ID_PATTERN } from '../core/validate.js';
 import { UsageError } from '../errors.js';
 import type { DecisionKind } from '../types.js';
@@ -44,9 +45,6 @@ const output = {
     .describe('What the reconciliation rule decided in this call'),
 };
 
-/** The states a check asks the provider about; the others are settled, or wait for a person. */
-const CHECKABLE = ['outcome_unknown', 'pending', 'submitting'];
-
 export const registerCheckAction: Register = (server, call) => {
   server.registerTool(
     'check_action',
@@ -66,12 +64,9 @@ export const registerCheckAction: Register = (server, call) => {
       return guarded(c, 'check_action', id, async () => {
         const found = await currentOperation(c.ctx.db, id);
         if (!found) return toolResult(notRecorded(id, `No operation ${id} is recorded; nothing to check.`), true);
-        const inFlight =
-          found.op.state === 'submitting' &&
-          found.op.lease_expires_at !== null &&
-          found.op.lease_expires_at > c.ctx.now();
+        const inFlight = isInFlight(found.op, c.ctx.now());
         let decision = null;
-        if (CHECKABLE.includes(found.op.state) && !inFlight) {
+        if (isReconcilable(found.op.state) && !inFlight) {
           let provider;
           try {
             provider = await c.agent.provider(found.op.provider);

@@ -7,7 +7,7 @@ import type { LoadedConfig } from '../config/types.js';
 import type { CoreContext } from '../core/context.js';
 import type { Db } from '../store/db.js';
 import type { Operation, Provider } from '../types.js';
-import { findOperation, txnIdsByOperation } from '../core/repo.js';
+import { findOperation, txnIdsByOperation } from '../core/operations.js';
 
 export interface Agent {
   db: Db;

@@ -1,6 +1,6 @@
 /** `get_action`: what recon knows about one operation now (`recon ops show`), without asking the provider. */
 import { z } from 'zod';
-import { attemptsOf } from '../core/repo.js';
+import { attemptsOf } from '../core/operations.js';
 import { ID_PATTERN } from '../core/validate.js';
 import { auditCall } from './audit.js';
 import { currentOperation } from './context.js';

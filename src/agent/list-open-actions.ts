@@ -1,6 +1,6 @@
 /** `list_open_actions`: the unresolved operations (`recon ops list --unresolved`). */
 import { z } from 'zod';
-import { listOperations, txnIdsByOperation } from '../core/repo.js';
+import { countOperations, listOperations, txnIdsByOperation } from '../core/operations.js';
 import { UNRESOLVED_STATES } from '../types.js';
 import { auditCall } from './audit.js';
 import { actionShape, describeState, toolResult } from './result.js';
@@ -38,17 +38,9 @@ export const registerListOpenActions: Register = (server, call) => {
     async ({ client_reference, limit }) => {
       const c = call();
       return guarded(c, 'list_open_actions', undefined, async () => {
-        const ops = await listOperations(c.ctx.db, {
-          states: [...UNRESOLVED_STATES],
-          clientReference: client_reference,
-          limit: limit ?? 20,
-        });
-        const totals = await c.ctx.db.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM recon.operations
-            WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')
-              AND ($1::text IS NULL OR client_reference = $1::text)`,
-          [client_reference ?? null],
-        );
+        const filter = { states: [...UNRESOLVED_STATES], clientReference: client_reference };
+        const ops = await listOperations(c.ctx.db, { ...filter, limit: limit ?? 20 });
+        const total = await countOperations(c.ctx.db, filter);
         // The call is recorded on each operation it showed: the agent was told about these.
         await auditCall(
           c.ctx,
@@ -59,7 +51,6 @@ export const registerListOpenActions: Register = (server, call) => {
           c.ctx.db,
           ops.map((o) => o.id),
         );
-        const total = Number(totals.rows[0]?.n ?? ops.length);
         const actions = ops.map((o) => describeState(o, txns.get(o.id) ?? []));
         return toolResult({
           actions,

@@ -34,7 +34,7 @@ export function eventHash(prevHash: string, ev: Omit<AuditEvent, 'hash' | 'prev_
 }
 
 /** Builds the chained row for an event whose predecessor is (seq, hash). */
-export function chainEvent(prev: { seq: number; hash: string }, ev: NewAuditEvent): AuditEvent {
+export function chainEvent(prev: ChainHead, ev: NewAuditEvent): AuditEvent {
   const base = {
     operation_id: ev.operation_id,
     seq: prev.seq + 1,
@@ -72,17 +72,38 @@ export async function insertEvents(q: Queryable, events: AuditEvent[]): Promise<
   ]);
 }
 
+/** The last event of an operation's chain: the next event is chained to it. */
+export interface ChainHead {
+  seq: number;
+  hash: string;
+}
+
+/**
+ * The head of each operation's chain (genesis for none), one query: the one reader of chain heads.
+ * A head is final only while its reader holds the operation's row lock (every chain writer does
+ * while it appends), read in a statement that began after the lock was granted: under READ
+ * COMMITTED a statement's snapshot predates any wait for a lock, so reading the head in the
+ * locking statement itself could miss an event appended by the writer it waited for.
+ */
+export async function chainHeads(q: Queryable, ids: string[]): Promise<Map<string, ChainHead>> {
+  const r = await q.query<{ id: string; seq: number | null; hash: string | null }>(
+    `SELECT i.id, e.seq, e.hash FROM unnest($1::text[]) AS i(id)
+       LEFT JOIN LATERAL (SELECT seq, hash FROM recon.audit_events WHERE operation_id = i.id ORDER BY seq DESC LIMIT 1) e ON true`,
+    [ids],
+  );
+  return new Map(
+    r.rows.map((h) => [h.id, h.seq === null ? { seq: 0, hash: GENESIS_HASH } : { seq: Number(h.seq), hash: h.hash! }]),
+  );
+}
+
 /**
  * Appends one event to an operation's chain. The caller holds the operation's row lock
  * (`lockOperation`), so no other writer can append to this chain at the same time; chains
  * of different operations never contend.
  */
 export async function appendEvent(tx: Queryable, ev: NewAuditEvent): Promise<AuditEvent> {
-  const last = await tx.query<{ seq: number; hash: string }>(
-    'SELECT seq, hash FROM recon.audit_events WHERE operation_id = $1 ORDER BY seq DESC LIMIT 1',
-    [ev.operation_id],
-  );
-  const event = chainEvent(last.rows[0] ?? { seq: 0, hash: GENESIS_HASH }, ev);
+  const head = (await chainHeads(tx, [ev.operation_id])).get(ev.operation_id)!;
+  const event = chainEvent(head, ev);
   await insertEvents(tx, [event]);
   return event;
 }

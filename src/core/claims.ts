@@ -3,7 +3,8 @@ import type { Queryable } from '../store/db.js';
 import type { Operation } from '../types.js';
 import { payloadHash } from './canonical.js';
 import type { CoreContext } from './context.js';
-import { lockOperation, rowToOperation, type OperationRow } from './repo.js';
+import { lockOperation, rowToOperation, type OperationRow } from './operations.js';
+import { UNRESOLVED_SQL } from './states.js';
 import { transition } from './transition.js';
 
 /**
@@ -58,7 +59,7 @@ export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Cla
   const r = await q.query<ClaimedRow>(
     `WITH c AS (
        SELECT id, lease_expires_at AS previous_lease_expires_at FROM recon.operations
-        WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')
+        WHERE state IN ${UNRESOLVED_SQL}
           AND state <> 'needs_review'
           AND (lease_expires_at IS NULL OR lease_expires_at <= $1::timestamptz)
           AND (next_check_at IS NULL OR next_check_at <= $1::timestamptz)

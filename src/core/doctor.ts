@@ -2,8 +2,8 @@
  * `recon doctor`: is this machine ready to reconcile? Each check says what it found and, when it
  * fails, what to fix. Read-only everywhere: no migration, no provider write.
  */
-import type { LoadedConfig, ProviderConfig } from '../config.js';
-import { ReconError } from '../errors.js';
+import type { LoadedConfig, ProviderConfig } from '../config/types.js';
+import { exitCodeOf, StoreMissingError, type ExitCode } from '../errors.js';
 import type { Db } from '../store/db.js';
 
 export interface Check {
@@ -14,7 +14,7 @@ export interface Check {
   detail: string;
   fix?: string;
   /** The exit code a failure of this check stands for (SPEC §7). */
-  exit_code?: number;
+  exit_code?: ExitCode;
 }
 
 export interface DoctorDeps {
@@ -28,7 +28,7 @@ export interface DoctorDeps {
 
 export async function runDoctor(d: DoctorDeps): Promise<Check[]> {
   const checks: Check[] = [];
-  const { loadConfig, configLocation } = await import('../config.js');
+  const { loadConfig, configLocation } = await import('../config/load.js');
   let config: LoadedConfig | null = null;
   const where = configLocation({ flag: d.configFlag, env: d.env, cwd: d.cwd });
   try {
@@ -113,14 +113,14 @@ async function storeCheck(d: DoctorDeps, config: LoadedConfig | null): Promise<C
       detail: `${db.displayUrl} (${choice.source}): schema version ${s.version} of ${s.latest}${lock}`,
     };
   } catch (err) {
-    const code = err instanceof ReconError ? err.exitCode : 1;
+    const code = exitCodeOf(err);
     return {
       name: 'store',
       ok: false,
       detail: (err as Error).message,
       fix: /locked by/.test((err as Error).message)
         ? 'wait for that process, or use PostgreSQL (RECON_DB=postgres://…) for several processes'
-        : /no recon store/.test((err as Error).message)
+        : err instanceof StoreMissingError
           ? 'run `recon init` in the folder you work from, or set RECON_DB'
           : 'check RECON_DB / --db / the config `db`',
       exit_code: code,

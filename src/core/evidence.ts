@@ -5,7 +5,7 @@
  */
 import type { Queryable } from '../store/db.js';
 import type { Attempt, Observation, ProviderTransaction } from '../types.js';
-import { attemptsOf, observationsOf, transactionsOf } from './repo.js';
+import { attemptsOf, observationsOf, transactionsOf } from './operations.js';
 
 /** A provider transaction as an observation recorded it (lookupDetail's shape). */
 export interface SeenTxn {

@@ -1,11 +1,14 @@
 import type { Queryable } from '../store/db.js';
 import type { LinkedVia, LookupResult, Operation, Provider, ProviderTxn, State } from '../types.js';
-import { lookupDetail } from './apply.js';
+import { lookupDetail } from './decision-json.js';
 import type { CoreContext } from './context.js';
 import { txnMismatches, unexplainedLive } from './match.js';
-import { lockOperation, transactionsOf } from './repo.js';
-import { canTransition, isTerminal } from './states.js';
-import { linkTransaction, note, recordObservation, transition } from './transition.js';
+import { lockOperation, transactionsOf } from './operations.js';
+import { canTransition, isInFlight, isTerminal, judgedState } from './states.js';
+import { linkTransaction } from './links.js';
+import { note } from './note.js';
+import { recordObservation } from './observations.js';
+import { transition } from './transition.js';
 
 /** Where a transaction was found outside the rule's own decisions. */
 export type FoundSource = 'webhook' | 'late_response' | 'lookup';
@@ -79,8 +82,7 @@ function decideFound(
   now: Date,
 ): { to: State; rule: string; review_reason: string | null; problems: string[] } | null {
   if (op.state === 'needs_review') return null;
-  const inFlight = op.state === 'submitting' && op.lease_expires_at !== null && op.lease_expires_at > now;
-  if (inFlight) return null;
+  if (isInFlight(op, now)) return null;
   const isNew = !linkedBefore.some((t) => t.provider_id === txn.provider_id);
   const problems = txnMismatches(op, txn);
   const unexplained = isNew ? unexplainedLive(op.state, txn, linkedBefore) : null;
@@ -91,7 +93,7 @@ function decideFound(
     return { to: 'needs_review', rule: reason, review_reason: reason, problems };
   }
   if (isTerminal(op.state) || op.state === 'approved') return null;
-  const from: State = op.state === 'submitting' ? 'outcome_unknown' : op.state;
+  const from = judgedState(op.state);
   if (problems.length) return { to: 'needs_review', rule: 'mismatch', review_reason: 'mismatch', problems };
   if (from === txn.state || !canTransition(from, txn.state)) return null;
   return { to: txn.state, rule: txn.state, review_reason: null, problems: [] };

@@ -12,13 +12,16 @@
  *  - an attempt in flight (a live lease): nothing is written.
  */
 import type { LookupResult, Operation, Provider, ProviderTransaction } from '../types.js';
-import { applyDecisions, lookupDetail, type DecisionJson } from './apply.js';
+import { lookupDetail, type DecisionJson } from './decision-json.js';
 import { claimOne, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { evaluate, expireLease, safeLookup } from './reconcile.js';
-import { getOperation, listOperations, transactionsOf } from './repo.js';
+import { getOperation, listOperations, transactionsOf } from './operations.js';
 import { applyLookupFindings, isReconcilable } from './found.js';
-import { note, recordObservation } from './transition.js';
+import { isInFlight, judgedState } from './states.js';
+import { note } from './note.js';
+import { recordObservation } from './observations.js';
+import { applyDecisions } from './write-decisions.js';
 
 export interface OperationLookup {
   /** The operation after the lookup. */
@@ -39,9 +42,8 @@ export interface OperationLookup {
 export async function lookupOperation(ctx: CoreContext, provider: Provider, id: string): Promise<OperationLookup> {
   const op = await getOperation(ctx.db, id);
   const now = ctx.now();
-  const leaseLive = op.lease_expires_at !== null && op.lease_expires_at > now;
   if (!isReconcilable(op.state)) return findings(ctx, provider, op);
-  if (!(op.state === 'submitting' && leaseLive)) {
+  if (!isInFlight(op, now)) {
     const owner = newOwnerToken(ctx.actor);
     const claimed = await claimOne(ctx.db, id, { owner, leaseMs: provider.capabilities.leaseMs, now });
     if (claimed) return reconcileStep(ctx, provider, claimed, owner);
@@ -64,11 +66,11 @@ async function reconcileStep(
   owner: string,
 ): Promise<OperationLookup> {
   try {
-    const op = claimed.state === 'submitting' ? await expireLease(ctx, claimed, owner) : claimed;
+    const op = judgedState(claimed.state) === claimed.state ? claimed : await expireLease(ctx, claimed, owner);
     const { lookup, plan } = await evaluate(ctx, provider, op);
     let decision: DecisionJson;
     let note_: string | null = null;
-    if (plan.decision.decision === 'retry') {
+    if (plan.ruling.decision === 'retry') {
       // Read-only at the provider: the retry is the job of `recon retry` or the next `recon run`.
       await ctx.db.transaction(async (tx) => {
         await recordObservation(tx, op.id, { at: ctx.now(), result: lookup.result, detail: lookupDetail(lookup) });
@@ -76,15 +78,15 @@ async function reconcileStep(
           actor: ctx.actor,
           now: ctx.now(),
           kind: 'lookup',
-          detail: { ...lookupDetail(lookup), would: plan.decision.rule },
+          detail: { ...lookupDetail(lookup), would: plan.ruling.rule },
         });
       });
       decision = {
         id: op.id,
         decision: 'retry',
-        rule: plan.decision.rule,
+        rule: plan.ruling.rule,
         state: op.state,
-        explanation: plan.decision.explanation,
+        explanation: plan.ruling.explanation,
       };
       note_ = `the rule allows a retry now; lookup never sends one: recon retry ${op.id}  (or the next recon run)`;
     } else {

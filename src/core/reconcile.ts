@@ -1,20 +1,14 @@
 import type { LookupResult, Operation, Provider } from '../types.js';
-import {
-  applyDecisions,
-  historiesOf,
-  planDecision,
-  type Applied,
-  type DecisionJson,
-  type History,
-  type PlannedDecision,
-} from './apply.js';
+import type { Applied, DecisionJson } from './decision-json.js';
+import { historiesOf, type History } from './history.js';
+import { planDecision, type PlannedDecision } from './plan.js';
+import { applyDecisions } from './write-decisions.js';
 import type { ClaimedOperation } from './claims.js';
 import type { CoreContext } from './context.js';
 import { claimOne, newOwnerToken, releaseLease } from './claims.js';
 import { submitOperation } from './submit.js';
+import { judgedState } from './states.js';
 import { transition } from './transition.js';
-
-export { decisionJson, lookupDetail, type DecisionJson } from './apply.js';
 
 export function lookupQueryFor(op: Operation) {
   return {
@@ -51,7 +45,7 @@ export async function evaluate(
   // "before this one".
   const [l, histories] = await Promise.all([lookup ?? safeLookup(provider, op), historiesOf(ctx.db, [op])]);
   const plan = planDecision(ctx, provider, op, l, histories.get(op.id)!);
-  return { lookup: l, decision: plan.decision, plan };
+  return { lookup: l, decision: plan.ruling, plan };
 }
 
 export interface ReconcileOptions {
@@ -80,14 +74,15 @@ export async function reconcileOne(
   o: ReconcileOptions,
 ): Promise<DecisionJson> {
   const limited = o.limited ?? ((call) => call());
-  const op = claimed.state === 'submitting' ? await expireLease(ctx, claimed, o.owner) : claimed;
+  // A claimed `submitting` was left by a worker that is gone: judged, and recorded, as outcome_unknown first.
+  const op = judgedState(claimed.state) === claimed.state ? claimed : await expireLease(ctx, claimed, o.owner);
   const lookup = limited(() => safeLookup(provider, op));
   const plan = o.history
     ? planDecision(ctx, provider, op, await lookup, o.history)
     : (await evaluate(ctx, provider, op, lookup)).plan;
   const applied = o.write ? await o.write(plan) : (await applyDecisions(ctx, [plan], o.owner))[0];
   if (!applied.ok) throw applied.error;
-  if (plan.decision.decision === 'retry' && o.allowRetry !== false)
+  if (plan.ruling.decision === 'retry' && o.allowRetry !== false)
     return limited(() => retryAuthorised(ctx, provider, op, applied.json, o.owner));
   return applied.json;
 }
@@ -97,7 +92,7 @@ export async function expireLease(ctx: CoreContext, claimed: Operation, owner: s
   return ctx.db.transaction(
     async (tx) =>
       (
-        await transition(tx, claimed.id, 'outcome_unknown', {
+        await transition(tx, claimed.id, judgedState(claimed.state), {
           actor: ctx.actor,
           now: ctx.now(),
           kind: 'lease.expired',

@@ -3,9 +3,12 @@ import { LeaseLostError } from '../errors.js';
 import { claimForRun, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { limitConcurrency } from './ratelimit.js';
-import { decisionWriter, historiesOf, type History } from './apply.js';
-import { decisionJson, evaluate, reconcileOne, type DecisionJson } from './reconcile.js';
-import { listOperations } from './repo.js';
+import { decisionJson, type DecisionJson } from './decision-json.js';
+import { decisionWriter } from './decision-writer.js';
+import { historiesOf, type History } from './history.js';
+import { evaluate, reconcileOne } from './reconcile.js';
+import { listOperations } from './operations.js';
+import { isInFlight, UNRESOLVED_SQL } from './states.js';
 
 export interface RunOptions {
   provider?: string;
@@ -96,8 +99,9 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
     return { batch, histories };
   };
   // Batches overlap: the next one is claimed while this one is looked up, and its lookups start when
-  // this one's last few are in flight. Waiting for a whole batch before claiming the next left the
-  // provider idle at every batch boundary (~5% of a rate-limited pass: npm run bench, reconcile).
+  // this one's last few lookups are in flight. Waiting for a whole batch before claiming the next left
+  // the provider idle at every batch boundary (~5% of a rate-limited pass: npm run bench, reconcile),
+  // and waiting for its decisions to be written as well left it idle during every commit (claims).
   const running: Promise<void>[] = [];
   let next = claimNext();
   for (;;) {
@@ -115,10 +119,17 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
     running.push(
       Promise.all(
         batch.map(async (claimed) => {
-          try {
-            await decideOne(claimed, histories);
-          } finally {
+          let looked = false;
+          // Called when the operation's lookup has answered (or it will make none).
+          const lookedUp = () => {
+            if (looked) return;
+            looked = true;
             if (--left <= TAIL) tail();
+          };
+          try {
+            await decideOne(claimed, histories, lookedUp);
+          } finally {
+            lookedUp();
           }
         }),
       ).then(() => undefined),
@@ -127,7 +138,11 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   }
   await Promise.all(running);
 
-  async function decideOne(claimed: Operation, histories: Map<string, History> | null): Promise<void> {
+  async function decideOne(
+    claimed: Operation,
+    histories: Map<string, History> | null,
+    lookedUp: () => void,
+  ): Promise<void> {
     let provider: Provider;
     try {
       provider = await providers(claimed.provider);
@@ -136,7 +151,9 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
       if (!o.dryRun) await releaseLease(ctx.db, claimed.id, owner);
       return;
     }
-    const limited = limiterFor(provider);
+    const limiter = limiterFor(provider);
+    // The operation's first provider call is its lookup.
+    const limited = <T>(call: () => Promise<T>) => limiter(call).finally(lookedUp);
     try {
       if (o.dryRun) {
         count(summary, await limited(() => dryDecision(ctx, provider, claimed)));
@@ -160,7 +177,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   }
   const states = await ctx.db.query<{ state: string; n: number }>(
     `SELECT state, count(*)::int AS n FROM recon.operations
-      WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review') AND ($1::text IS NULL OR provider = $1::text)
+      WHERE state IN ${UNRESOLVED_SQL} AND ($1::text IS NULL OR provider = $1::text)
       GROUP BY state`,
     [o.provider ?? null],
   );
@@ -188,7 +205,7 @@ async function claimBatch(
   if (o.provider) leaseMs = (await providers(o.provider)).capabilities.leaseMs;
   else {
     const names = await ctx.db.query<{ provider: string }>(
-      `SELECT DISTINCT provider FROM recon.operations WHERE state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')`,
+      `SELECT DISTINCT provider FROM recon.operations WHERE state IN ${UNRESOLVED_SQL}`,
     );
     for (const { provider } of names.rows) {
       // A provider that cannot be built keeps the default; its operations are reported as errors.
@@ -221,7 +238,7 @@ async function candidatesForDryRun(
     provider: o.provider,
     limit: Math.max(size, o.limit ?? 10_000),
   });
-  return ops.filter((op) => op.state !== 'submitting' || !op.lease_expires_at || op.lease_expires_at <= now).reverse();
+  return ops.filter((op) => !isInFlight(op, now)).reverse();
 }
 
 async function dryDecision(ctx: CoreContext, provider: Provider, op: Operation): Promise<DecisionJson> {

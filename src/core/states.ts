@@ -100,6 +100,16 @@ export function isInFlight(op: { state: State; lease_expires_at: Date | null }, 
 }
 
 /**
+ * The states reconciliation works on (`run`, `retry`, `lookup`, the agent's `check_action`): the
+ * unresolved ones a rule may still move, i.e. all but needs_review, which only a person leaves.
+ */
+export const RECONCILABLE_STATES: readonly State[] = UNRESOLVED_STATES.filter((s) => !PERSON_ONLY_EXITS.includes(s));
+
+export function isReconcilable(state: State): boolean {
+  return RECONCILABLE_STATES.includes(state);
+}
+
+/**
  * The state an operation is judged in (SPEC §3): a `submitting` whose worker is gone (its lease
  * expired, or the caller holds it now) is the `outcome_unknown` it is, never `failed`.
  */

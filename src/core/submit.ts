@@ -4,8 +4,9 @@ import { LeaseLostError } from '../errors.js';
 import type { CoreContext } from './context.js';
 import { applyFoundTransaction } from './found.js';
 import { txnMismatches, unexplainedLive } from './match.js';
-import { getOperation, lockOperation, transactionsOf } from './repo.js';
-import { linkTransaction, transition } from './transition.js';
+import { getOperation, lockOperation, transactionsOf } from './operations.js';
+import { linkTransaction } from './links.js';
+import { transition } from './transition.js';
 
 /** SPEC §3: the state a classified submit result moves the operation to. */
 function stateForSubmit(r: SubmitResult): State {

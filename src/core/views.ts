@@ -1,7 +1,7 @@
 import type { Queryable } from '../store/db.js';
 import type { Attempt, AuditEvent, Observation, Operation, ProviderTransaction } from '../types.js';
 import { eventsOf } from './audit.js';
-import { attemptsOf, getOperation, observationsOf, transactionsOf, txnIdsByOperation } from './repo.js';
+import { attemptsOf, getOperation, observationsOf, transactionsOf, txnIdsByOperation } from './operations.js';
 
 /** The operation's JSON shape of SPEC §7 (fields may be added, never renamed). */
 export interface OperationJson {

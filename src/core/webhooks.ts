@@ -1,7 +1,7 @@
 import type { Provider, State, WebhookEvent } from '../types.js';
 import type { CoreContext } from './context.js';
 import { applyFoundTransaction } from './found.js';
-import { findOperation, lockOperation } from './repo.js';
+import { findOperation, lockOperation } from './operations.js';
 
 export interface IngestResult {
   event_id: string;

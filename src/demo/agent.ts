@@ -8,7 +8,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { createAgentServer } from '../agent/server.js';
-import { getOperation } from '../core/repo.js';
+import { getOperation } from '../core/operations.js';
 import type { Scene, Stage } from './stage.js';
 
 const DEMO_AGENT = 'support-agent';

@@ -6,7 +6,7 @@
  * together: setup for all, `recon run` inside the window, one short sleep,
  * `recon run` just past it, then the final checks.
  */
-import { listOperations } from '../core/repo.js';
+import { listOperations } from '../core/operations.js';
 import { runPass } from '../core/run.js';
 import { operationsJson, showOperation } from '../core/views.js';
 import { agentsAfternoon } from './agent.js';

@@ -3,7 +3,7 @@
  * 2 (the second click), 6 (a webhook delivered twice) and 9 (an old duplicate from before recon).
  */
 import { findDuplicates, scanLedger } from '../core/duplicates.js';
-import { getOperation } from '../core/repo.js';
+import { getOperation } from '../core/operations.js';
 import { ingestWebhook } from '../core/webhooks.js';
 import { RefusedError } from '../errors.js';
 import { decisionOf, describeOutcome, type Scene, type Stage } from './stage.js';

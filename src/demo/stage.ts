@@ -6,7 +6,7 @@
 import { canonicalJson } from '../core/canonical.js';
 import type { Duplicate } from '../core/duplicates.js';
 import { recordOperations, type RecordedOperation } from '../core/record.js';
-import { getOperation } from '../core/repo.js';
+import { getOperation } from '../core/operations.js';
 import type { RunSummary } from '../core/run.js';
 import { submitOperation, type SubmitOutcome } from '../core/submit.js';
 import { validateOperation } from '../core/validate.js';

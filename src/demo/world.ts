@@ -5,7 +5,8 @@
  */
 import os from 'node:os';
 import path from 'node:path';
-import { parseConfig, type LoadedConfig } from '../config.js';
+import { parseConfig } from '../config/load.js';
+import type { LoadedConfig } from '../config/types.js';
 import type { CoreContext } from '../core/context.js';
 import { createProvider } from '../providers/index.js';
 import { startStripeSandbox, type StripeSandbox } from '../sandbox/stripe/server.js';

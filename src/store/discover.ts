@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { StoreLockedError } from '../errors.js';
+import { StoreMissingError } from '../errors.js';
 import { resolveStoreUrl } from './open.js';
 
 /** The folder that holds an embedded store: `.recon/db` inside it. */
@@ -44,7 +44,7 @@ function findStoreFolder(cwd: string): string | null {
 /**
  * --db, RECON_DB, DATABASE_URL, config `db` (a relative pglite path is taken from the config file's
  * folder, not from wherever the command runs), else the nearest `.recon/`; else a new one in `cwd`
- * when the command may create it, else StoreLockedError (exit 6).
+ * when the command may create it, else StoreMissingError (exit 6).
  */
 export function chooseStore(o: ChooseStoreOptions): StoreChoice {
   const explicit = o.flag || o.env.RECON_DB || o.env.DATABASE_URL;
@@ -60,7 +60,7 @@ export function chooseStore(o: ChooseStoreOptions): StoreChoice {
   if (found) return { url: `pglite:${path.join(found, 'db')}`, source: 'discovered', folder: path.join(found, 'db') };
   const cwd = path.resolve(o.cwd);
   if (!o.create) {
-    throw new StoreLockedError(`no recon store in ${cwd} or a parent; run \`recon init\` here or set RECON_DB`);
+    throw new StoreMissingError(`no recon store in ${cwd} or a parent; run \`recon init\` here or set RECON_DB`);
   }
   // Inside a `.recon/` folder itself, the store is that folder's: never `.recon/.recon`.
   const folder = path.basename(cwd) === STORE_FOLDER ? path.join(cwd, 'db') : path.join(cwd, STORE_FOLDER, 'db');

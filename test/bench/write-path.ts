@@ -9,12 +9,15 @@
  * default durability, so each group pays for its commit's WAL flush, as it does for users.
  */
 import { performance } from 'node:perf_hooks';
-import { applyDecisions, historiesOf, lookupDetail, planDecision, type History } from '../../src/core/apply.js';
+import { historiesOf, type History } from '../../src/core/history.js';
+import { lookupDetail } from '../../src/core/decision-json.js';
+import { planDecision } from '../../src/core/plan.js';
+import { applyDecisions } from '../../src/core/write-decisions.js';
 import type { CoreContext } from '../../src/core/context.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import type { Db } from '../../src/store/db.js';
 import type { Operation } from '../../src/types.js';
-import { rowToOperation, type OperationRow } from '../../src/core/repo.js';
+import { rowToOperation, type OperationRow } from '../../src/core/operations.js';
 import { freshPgStore, mkdir, round, writeStripeConfig, type BenchContext, type Benchmark } from './lib.js';
 import { instantProvider, opId, seedOperations } from './seed.js';
 

@@ -6,7 +6,7 @@
  * with one it read long ago.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { scanLedger } from '../../src/core/duplicates.js';
 import { createProvider } from '../../src/providers/index.js';
 import type { Db } from '../../src/store/db.js';

@@ -7,7 +7,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { claimAttempt } from '../../src/core/claims.js';
 import { eventsOf } from '../../src/core/audit.js';
 import type { CoreContext } from '../../src/core/context.js';
-import { getOperation, transactionsOf } from '../../src/core/repo.js';
+import { getOperation, transactionsOf } from '../../src/core/operations.js';
 import { runPass } from '../../src/core/run.js';
 import { finishAttempt, submitOperation, submitRequest } from '../../src/core/submit.js';
 import { ingestWebhook } from '../../src/core/webhooks.js';

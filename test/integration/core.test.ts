@@ -8,7 +8,7 @@ import { approveOperation } from '../../src/core/approve.js';
 import { eventHash, eventsOf, verifyChains } from '../../src/core/audit.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { recordOperations } from '../../src/core/record.js';
-import { findOperation, listOperations } from '../../src/core/repo.js';
+import { findOperation, listOperations } from '../../src/core/operations.js';
 import { transition } from '../../src/core/transition.js';
 import { validateOperation, type OperationInput } from '../../src/core/validate.js';
 import { showOperation } from '../../src/core/views.js';

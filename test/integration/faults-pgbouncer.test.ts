@@ -8,7 +8,7 @@
  * Needs the Debian package `pgbouncer`: without it these tests FAIL saying so (never a skip).
  */
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { submitOperation } from '../../src/core/submit.js';
 import { createProvider } from '../../src/providers/index.js';
 import { openStore } from '../../src/store/open.js';

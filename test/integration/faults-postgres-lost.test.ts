@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { submitOperation } from '../../src/core/submit.js';
 import { createProvider } from '../../src/providers/index.js';
 import { openStore } from '../../src/store/open.js';

@@ -107,15 +107,15 @@ describe('the embedded store lock', () => {
     lock.release();
   });
 
-  it("PGlite's non-Error throws (emscripten's ExitStatus) become errors with a real message, never [object Object]", () => {
-    class ExitStatus {
-      name = 'ExitStatus';
+  it("PGlite's non-Error throws (emscripten's ResultExit) become errors with a real message, never [object Object]", () => {
+    class ResultExit {
+      name = 'ResultExit';
       message: string;
       constructor(readonly status: number) {
         this.message = `Program terminated with exit(${status})`;
       }
     }
-    const e1 = pgliteError(new ExitStatus(1), 'pglite:x');
+    const e1 = pgliteError(new ResultExit(1), 'pglite:x');
     expect(e1).toBeInstanceOf(Error);
     expect(e1.message).toMatch(/Program terminated with exit\(1\)/);
     expect(String(e1.message)).not.toContain('[object Object]');

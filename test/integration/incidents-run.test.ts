@@ -4,7 +4,7 @@
  * against one PostgreSQL. Each asserts on the provider's ledger and the CLI's `--json`.
  */
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { submitOperation } from '../../src/core/submit.js';
 import { createProvider } from '../../src/providers/index.js';
 import { openStore } from '../../src/store/open.js';

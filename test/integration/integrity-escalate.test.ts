@@ -6,9 +6,9 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { eventsOf, verifyChains } from '../../src/core/audit.js';
 import type { CoreContext } from '../../src/core/context.js';
-import { escalate } from '../../src/core/human.js';
+import { escalate } from '../../src/core/escalate.js';
 import { recordOperations } from '../../src/core/record.js';
-import { getOperation } from '../../src/core/repo.js';
+import { getOperation } from '../../src/core/operations.js';
 import { transition } from '../../src/core/transition.js';
 import { validateOperation } from '../../src/core/validate.js';
 import type { Db } from '../../src/store/db.js';

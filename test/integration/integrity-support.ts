@@ -3,7 +3,8 @@
  * adapter (stripe-node) pointed at it, and a fresh store on the chosen backend. The core is called
  * directly, so a test that plays an incident in several steps costs no CLI start-ups.
  */
-import { parseConfig, type LoadedConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
+import type { LoadedConfig } from '../../src/config/types.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { recordOperations } from '../../src/core/record.js';
 import { validateOperation } from '../../src/core/validate.js';

@@ -6,7 +6,7 @@
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { eventsOf } from '../../src/core/audit.js';
-import { getOperation, transactionsOf } from '../../src/core/repo.js';
+import { getOperation, transactionsOf } from '../../src/core/operations.js';
 import { runPass } from '../../src/core/run.js';
 import { submitOperation } from '../../src/core/submit.js';
 import { ingestWebhook } from '../../src/core/webhooks.js';

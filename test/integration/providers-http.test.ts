@@ -3,7 +3,8 @@
  * sandbox), classification asserted on the sandbox's ledger.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { parseConfig, type LoadedConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
+import type { LoadedConfig } from '../../src/config/types.js';
 import { createProvider } from '../../src/providers/index.js';
 import { fillPath } from '../../src/providers/http/mapping.js';
 import { startWarehouseSandbox, type WarehouseSandbox } from '../../src/sandbox/warehouse/server.js';

@@ -3,7 +3,8 @@
  * SPEC §3 classification, asserted on the sandbox's ledger, plus lookup, list and webhooks.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { parseConfig, type LoadedConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
+import type { LoadedConfig } from '../../src/config/types.js';
 import { UsageError } from '../../src/errors.js';
 import { createProvider } from '../../src/providers/index.js';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';

@@ -29,7 +29,7 @@
  */
 import { Readable, Writable } from 'node:stream';
 import { main } from '../../bin/main.js';
-import { outcome, setDepsFactory } from '../../commands/support/action.js';
+import { setDepsFactory } from '../../commands/support/action.js';
 import { createDeps } from '../../commands/support/deps.js';
 import type { IO } from '../../commands/support/io.js';
 import type { Db } from '../../src/store/db.js';
@@ -112,7 +112,6 @@ async function runNow(args: string[], opts: InProcessOptions): Promise<CliResult
   const exitCodeBefore = process.exitCode;
   const debugBefore = process.env.DEBUG;
   process.exitCode = undefined;
-  outcome.exitCode = 0;
   // main() reads DEBUG from the process (to print stacks); mirror the run's environment.
   if (env.DEBUG === undefined) delete process.env.DEBUG;
   else process.env.DEBUG = env.DEBUG;

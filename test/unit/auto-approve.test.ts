@@ -3,7 +3,7 @@
  * actions when an agent proposes them, and anything it cannot vouch for waits for a person.
  */
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
 import { approvalByPolicy, POLICY_APPROVAL } from '../../src/core/approve.js';
 import { UsageError } from '../../src/errors.js';
 

@@ -2,13 +2,9 @@ import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  loadConfig,
-  parseConfig,
-  redact,
-  type HttpProviderConfig,
-  type StripeProviderConfig,
-} from '../../src/config.js';
+import { loadConfig, parseConfig } from '../../src/config/load.js';
+import { redact } from '../../src/config/redact.js';
+import type { HttpProviderConfig, StripeProviderConfig } from '../../src/config/types.js';
 import { clearSecrets } from '../../src/config/redact.js';
 import { UsageError } from '../../src/errors.js';
 import { createProvider } from '../../src/providers/index.js';

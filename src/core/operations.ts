@@ -1,6 +1,19 @@
+/**
+ * Reading operations and what is recorded about them (attempts, linked provider transactions,
+ * observations): the row shapes, lookups by id, and the filtered lists of `ops list`, `review list`
+ * and the agent's `list_open_actions`. Nothing here writes: state changes go through transition.ts.
+ */
 import { NotFoundError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
-import type { Attempt, Observation, Operation, ProviderTransaction, State } from '../types.js';
+import {
+  UNRESOLVED_STATES,
+  type Attempt,
+  type Observation,
+  type Operation,
+  type ProviderTransaction,
+  type State,
+} from '../types.js';
+import { isUnresolved, UNRESOLVED_SQL } from './states.js';
 
 /** A recon.operations row: bigint columns may come back as strings, hence the Number() below. */
 export type OperationRow = Omit<Operation, 'amount' | 'attempt_count'> & {
@@ -67,8 +80,6 @@ export interface ListFilter {
   limit: number;
 }
 
-const UNRESOLVED_SQL = `state IN ('submitting', 'pending', 'outcome_unknown', 'needs_review')`;
-
 /**
  * Newest first. When the filter asks for exactly the unresolved states, the predicate is written
  * as the partial index's own so the planner can use `operations_unresolved_idx`.
@@ -101,16 +112,16 @@ export async function countOperations(q: Queryable, f: Omit<ListFilter, 'limit' 
 function filterSql(f: Omit<ListFilter, 'limit' | 'after'>): { where: string[]; params: unknown[] } {
   const where: string[] = [];
   const params: unknown[] = [];
-  const unresolved = ['submitting', 'pending', 'outcome_unknown', 'needs_review'];
   if (f.states && f.states.length) {
+    const states = f.states;
     const sameAsUnresolved =
-      f.states.length === unresolved.length && unresolved.every((s) => f.states!.includes(s as State));
-    if (sameAsUnresolved) where.push(UNRESOLVED_SQL);
+      states.length === UNRESOLVED_STATES.length && UNRESOLVED_STATES.every((s) => states.includes(s));
+    if (sameAsUnresolved) where.push(`state IN ${UNRESOLVED_SQL}`);
     else {
-      params.push(f.states);
+      params.push(states);
       where.push(`state = ANY($${params.length}::text[])`);
       // Lets the planner prove the partial index applies when all requested states are unresolved.
-      if (f.states.every((s) => unresolved.includes(s))) where.push(UNRESOLVED_SQL);
+      if (states.every(isUnresolved)) where.push(`state IN ${UNRESOLVED_SQL}`);
     }
   }
   if (f.provider) {

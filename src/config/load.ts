@@ -10,15 +10,12 @@
 import { readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { UsageError } from './errors.js';
-import { substituteEnv, type Env } from './config/env.js';
-import { DEFAULT_CAPABILITIES, readProvider } from './config/providers.js';
-import { Section } from './config/read.js';
-import { redact, registerSecret } from './config/redact.js';
-import type { LoadedConfig, ProviderConfig, StripeProviderConfig } from './config/types.js';
-
-export { redact, registerSecret } from './config/redact.js';
-export type * from './config/types.js';
+import { UsageError } from '../errors.js';
+import { substituteEnv, type Env } from './env.js';
+import { DEFAULT_CAPABILITIES, readProvider } from './providers.js';
+import { Section } from './read.js';
+import { redact, registerSecret } from './redact.js';
+import type { LoadedConfig, ProviderConfig, StripeProviderConfig } from './types.js';
 
 const DEFAULT_CONFIG_FILE = 'recon.config.json';
 

@@ -1,0 +1,32 @@
+import type { Queryable } from '../store/db.js';
+import type { AuditEvent } from '../types.js';
+import { appendEvent } from './audit.js';
+import { lockOperation } from './operations.js';
+import { assertLease } from './transition.js';
+
+/** An audit event that records something without changing state (an observation, a wait, a note). */
+export async function note(
+  tx: Queryable,
+  id: string,
+  o: {
+    actor: string;
+    now: Date;
+    kind: string;
+    rule?: string | null;
+    detail?: Record<string, unknown>;
+    leaseOwner?: string;
+  },
+): Promise<AuditEvent> {
+  const op = await lockOperation(tx, id);
+  if (o.leaseOwner) assertLease(op, o.leaseOwner, o.now);
+  return appendEvent(tx, {
+    operation_id: id,
+    at: o.now,
+    actor: o.actor,
+    kind: o.kind,
+    from_state: op.state,
+    to_state: op.state,
+    rule: o.rule ?? null,
+    detail: o.detail ?? {},
+  });
+}

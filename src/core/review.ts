@@ -1,0 +1,107 @@
+import { NotFoundError, ProviderUnavailableError, RefusedError, UsageError } from '../errors.js';
+import type { Operation, Provider, ProviderTxn } from '../types.js';
+import type { CoreContext } from './context.js';
+import { refuseUnlessForced, type Force } from './force.js';
+import { txnMismatches } from './match.js';
+import { getOperation, lockOperation, transactionsOf } from './operations.js';
+import { lookupQueryFor } from './reconcile.js';
+import { linkTransaction } from './links.js';
+import { transition } from './transition.js';
+
+export type ReviewOutcome = 'confirmed' | 'failed' | 'cancelled';
+
+/** What a person is shown before resolving a review, and why recon would refuse it. */
+export interface ResolveCheck {
+  operation: Operation;
+  outcome: ReviewOutcome;
+  /** `--txn`, fetched from the provider. */
+  txn: ProviderTxn | null;
+  /** Disagreements that refuse the decision unless forced (`--force --reason`). */
+  problems: string[];
+}
+
+/**
+ * The checks of `review resolve` (SPEC §7), the same as `attach`'s: `--outcome confirmed --txn`
+ * fetches the transaction and compares amount, currency and operation metadata; `failed` or
+ * `cancelled` asks the provider whether it holds a transaction for the operation (a refund that
+ * exists did happen). Read-only at the provider.
+ */
+export async function checkResolve(
+  ctx: CoreContext,
+  provider: Provider,
+  id: string,
+  o: { outcome: ReviewOutcome; txnId?: string },
+): Promise<ResolveCheck> {
+  const operation = await getOperation(ctx.db, id);
+  const problems: string[] = [];
+  let txn: ProviderTxn | null = null;
+  if (o.txnId) {
+    txn = await provider.get(o.txnId);
+    if (!txn) throw new NotFoundError(`transaction ${o.txnId} not found at provider ${provider.name}`);
+    problems.push(...txnMismatches(operation, txn));
+    if (o.outcome === 'confirmed' && txn.state !== 'confirmed')
+      problems.push(`status (${txn.status}: ${txn.state}, not confirmed)`);
+  }
+  if (o.outcome !== 'confirmed') {
+    const lookup = await provider.lookup(lookupQueryFor(operation));
+    if (lookup.result === 'unavailable')
+      throw new ProviderUnavailableError(
+        `${provider.name}: cannot check whether it holds a transaction for ${id} (${lookup.error ?? 'unavailable'}); try again, or use --force --reason TEXT`,
+      );
+    const linked = await transactionsOf(ctx.db, id);
+    const held = new Map<string, string>();
+    for (const t of [...lookup.matches, ...linked]) if (t.state !== 'failed') held.set(t.provider_id, t.status);
+    if (held.size)
+      problems.push(
+        `the provider holds ${[...held].map(([pid, status]) => `${pid} (${status})`).join(', ')} for this operation`,
+      );
+  }
+  return { operation, outcome: o.outcome, txn, problems };
+}
+
+/** A person's decision on a needs_review operation: an audit event with the note, the actor and any forced problems. */
+export async function resolveReview(
+  ctx: CoreContext,
+  provider: Provider | undefined,
+  check: ResolveCheck,
+  o: Force & { note: string },
+): Promise<Operation> {
+  const id = check.operation.id;
+  refuseUnlessForced(check.problems, o, `${id} cannot be resolved ${check.outcome}`, 'resolve it', 'review.mismatch');
+  const now = ctx.now();
+  return ctx.db.transaction(async (tx) => {
+    const current = await lockOperation(tx, id);
+    if (current.state !== 'needs_review') {
+      throw new RefusedError(
+        `operation ${id} is ${current.state}; only needs_review operations are resolved by review`,
+        'state_machine',
+      );
+    }
+    if (check.txn && provider) {
+      const r = await linkTransaction(tx, provider.name, id, check.txn, { via: 'attach', by: ctx.actor, at: now });
+      if (!r.linked)
+        throw new RefusedError(
+          `${check.txn.provider_id} is already linked to operation ${r.existingOperation}`,
+          'attach.linked_elsewhere',
+        );
+    }
+    if (check.outcome === 'confirmed' && !check.txn && (await transactionsOf(tx, id)).length === 0) {
+      throw new UsageError('--txn: required to confirm an operation with no linked provider transaction');
+    }
+    const { op } = await transition(tx, id, check.outcome, {
+      actor: ctx.actor,
+      now,
+      by: 'person',
+      kind: 'review.resolved',
+      rule: check.problems.length ? 'human.review.forced' : 'human.review',
+      detail: {
+        note: o.note,
+        outcome: check.outcome,
+        provider_id: check.txn?.provider_id ?? null,
+        review_reason: current.review_reason,
+        ...(check.problems.length ? { problems: check.problems, reason: o.reason ?? null } : {}),
+      },
+    });
+    return op;
+  });
+}
