@@ -1,15 +1,26 @@
-import { Command, CommanderError, Option } from 'commander';
-import { ResultExit, exitCodeOf, UsageError } from '../src/errors.js';
+import { createRequire } from 'node:module';
+import type { Command as CommandType } from 'commander';
 import { registerAll } from '../commands/index.js';
-import { versionText } from './version.js';
+
+/*
+ * `recon --help` loads this file, commander and the command table, nothing else (npm run bench,
+ * startup, holds it to 1.3× `node -e 0`): the error classes are imported once a command has failed,
+ * the version (read from package files) when argv asks for it. commander is a CommonJS package,
+ * required directly: `import` reaches it through its ESM wrapper and a parse of its entry for
+ * export names, on every start. It is the same module instance either way.
+ */
+const { Command, CommanderError, Option } = createRequire(import.meta.url)('commander') as typeof import('commander');
 
 /** The program, with the command `argv` names loaded (every command with `all`). */
-export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {}): Promise<Command> {
+export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {}): Promise<CommandType> {
+  // -V, --version, or -V among combined short flags (-qV).
+  const wantsVersion = argv.slice(2).some((a) => a === '--version' || /^-[^-]*V/.test(a));
+  const version = wantsVersion ? (await import('./version.js')).versionText() : '';
   const program = new Command('recon')
     .description(
       'Reconcile side effects whose outcome is unknown: find out what the provider did, finish it exactly once.',
     )
-    .version(versionText(), '-V, --version')
+    .version(version, '-V, --version')
     .option(
       '--db <url>',
       'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, the nearest .recon/ here or above)',
@@ -45,7 +56,7 @@ Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
     );
   await registerAll(program, argv, o);
   // Every subcommand inherits the override so commander never calls process.exit itself.
-  const inherit = (cmd: Command) => {
+  const inherit = (cmd: CommandType) => {
     for (const sub of cmd.commands) {
       sub
         .exitOverride()
@@ -82,11 +93,6 @@ export async function main(argv: string[]): Promise<void> {
     await program.parseAsync(argv);
     process.exitCode = 0;
   } catch (err) {
-    // The command printed its result; the exit code says what it was.
-    if (err instanceof ResultExit) {
-      process.exitCode = err.exitCode;
-      return;
-    }
     if (err instanceof CommanderError) {
       // --help and --version end here with code 0; parse errors were already printed by commander
       // on stderr. A script that asked for --json still gets the error document on stdout.
@@ -97,6 +103,12 @@ export async function main(argv: string[]): Promise<void> {
           JSON.stringify({ error: { message, exit_code: 2, type: 'UsageError', code: err.code } }) + '\n',
         );
       }
+      return;
+    }
+    const { ResultExit, UsageError, exitCodeOf } = await import('../src/errors.js');
+    // The command printed its result; the exit code says what it was.
+    if (err instanceof ResultExit) {
+      process.exitCode = err.exitCode;
       return;
     }
     const redact = await redactor();

@@ -1,4 +1,4 @@
-import { Help, type Command } from 'commander';
+import type { Command } from 'commander';
 
 /**
  * The command table. `recon --help` (and `recon ops --help`) needs each command's name, usage and
@@ -209,7 +209,7 @@ export async function registerAll(program: Command, argv: string[] = [], o: { al
   let [first, second] = words(argv.slice(2));
   if (first === 'help') [first, second] = [second, words(argv.slice(2))[2]];
   // Set before the subcommands are made, which inherit it (`recon ops --help` lists stubs too).
-  const help = new Help();
+  const help = program.createHelp();
   program.configureHelp({ subcommandTerm: (cmd) => usages.get(cmd) ?? help.subcommandTerm(cmd) });
   const stub = (parent: Command, e: CommandEntry) => {
     const cmd = parent.command(e.name).description(e.description);
