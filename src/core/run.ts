@@ -8,7 +8,7 @@ import { decisionWriter } from './decision-writer.js';
 import { historiesOf, type History } from './history.js';
 import { evaluate, reconcileOne } from './reconcile.js';
 import { listOperations } from './operations.js';
-import { isInFlight, UNRESOLVED_SQL } from './states.js';
+import { isInFlight, RECONCILABLE_STATES, UNRESOLVED_SQL } from './states.js';
 
 export interface RunOptions {
   provider?: string;
@@ -237,7 +237,7 @@ async function candidatesForDryRun(
   if (seen.length) return [];
   const now = ctx.now();
   const ops = await listOperations(ctx.db, {
-    states: ['submitting', 'pending', 'outcome_unknown'],
+    states: [...RECONCILABLE_STATES],
     provider: o.provider,
     limit: Math.max(size, o.limit ?? 10_000),
   });
