@@ -15,7 +15,7 @@ import { showOperation } from '../../src/core/views.js';
 import { RefusedError } from '../../src/errors.js';
 import type { Db, Queryable } from '../../src/store/db.js';
 import { UNRESOLVED_STATES, type State } from '../../src/types.js';
-import { backends, removeTempStores } from '../support/backends.js';
+import { backends, removeTempStores, resetStore } from '../support/backends.js';
 
 const T0 = new Date('2025-03-01T10:00:00.000Z');
 
@@ -39,17 +39,6 @@ async function count(q: Queryable, table: string, where = 'true', params: unknow
 
 async function setState(db: Db, id: string, state: State): Promise<void> {
   await db.query('UPDATE recon.operations SET state = $2 WHERE id = $1', [id, state]);
-}
-
-async function resetStore(db: Db): Promise<void> {
-  const tables = await db.query<{ name: string }>(
-    `SELECT quote_ident(tablename) AS name FROM pg_tables WHERE schemaname = 'recon' AND tablename <> 'schema_migrations'`,
-  );
-  await db.transaction(async (tx) => {
-    await tx.query('ALTER TABLE recon.audit_events DISABLE TRIGGER USER');
-    await tx.query(`TRUNCATE ${tables.rows.map((t) => `recon.${t.name}`).join(', ')} CASCADE`);
-    await tx.query('ALTER TABLE recon.audit_events ENABLE TRIGGER USER');
-  });
 }
 
 afterAll(() => removeTempStores());
