@@ -140,6 +140,7 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
 
   it('stdin closing stops the server cleanly: exit 0, and the store is free for the next command', async () => {
     world = await startMcpWorld(backend);
+    await world.release(); // the embedded store admits one process (a world may start on an open one)
     const child = world.spawn(['mcp']);
     const init = {
       jsonrpc: '2.0',

@@ -31,9 +31,24 @@ export interface Backend {
 
 const tempDirs: string[] = [];
 
+/** Temp folders of stores still open for later tests (world.ts's pool): removeTempStores leaves them. */
+const held = new Set<string>();
+
 /** Removes the temp folders of the embedded stores this file created; call in afterAll, after closing them. */
 export function removeTempStores(): void {
-  for (const dir of tempDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+  const keep = tempDirs.filter((dir) => held.has(dir));
+  for (const dir of tempDirs.splice(0)) if (!held.has(dir)) fs.rmSync(dir, { recursive: true, force: true });
+  tempDirs.push(...keep);
+}
+
+/**
+ * Keeps the temp folder of the store at `url` (if it is one) from removeTempStores while that store
+ * stays open for later tests; call the function returned to let removeTempStores take it again.
+ */
+export function holdTempStore(url: string): () => void {
+  const dir = url.startsWith('pglite:') ? path.dirname(url.slice('pglite:'.length)) : '';
+  held.add(dir);
+  return () => held.delete(dir);
 }
 
 function tempStoreFolder(): string {
@@ -136,7 +151,7 @@ export async function resetStore(db: Db): Promise<void> {
   );
   await db.transaction(async (tx) => {
     await tx.query('ALTER TABLE recon.audit_events DISABLE TRIGGER USER');
-    await tx.query(`TRUNCATE ${tables.rows.map((t) => `recon.${t.name}`).join(', ')} CASCADE`);
+    await tx.query(`TRUNCATE ${tables.rows.map((t) => `recon.${t.name}`).join(', ')} RESTART IDENTITY CASCADE`);
     await tx.query('ALTER TABLE recon.audit_events ENABLE TRIGGER USER');
   });
 }

@@ -9,6 +9,11 @@
  * several workers at once). PGlite is single-process: before a child process or a test's own
  * `openStore` uses an embedded world store, `await world.release()` (reconProcess does it itself);
  * the next `world.recon` opens it again.
+ *
+ * A world closed with its store still open hands that store, emptied (`resetStore`), to the next
+ * world the same file starts on the same backend: opening a PGlite store costs ~0.5–1 s of CPU,
+ * emptying one milliseconds, and every world still starts from empty tables at the latest schema.
+ * The file's last pooled stores are closed after its tests.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -18,7 +23,8 @@ import { warehouseProviderConfig } from '../../src/sandbox/warehouse/provider-co
 import { startWarehouseSandbox, type WarehouseSandbox } from '../../src/sandbox/warehouse/server.js';
 import type { Db } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
-import type { Backend } from './backends.js';
+import { afterAll } from 'vitest';
+import { holdTempStore, removeTempStores, resetStore, type Backend } from './backends.js';
 import { recon, spawnRecon, type CliOptions, type CliResult } from './cli.js';
 import { runInProcess } from './in-process.js';
 
@@ -59,13 +65,32 @@ export interface World {
   close(): Promise<void>;
 }
 
+/** Open, emptied stores that closed worlds left, by backend name, with their URLs. */
+const pool = new Map<Backend['name'], { url: string; db: Db; unhold: () => void }>();
+
+afterAll(async () => {
+  const stores = [...pool.values()];
+  pool.clear();
+  await Promise.all(
+    stores.map(async (s) => {
+      await s.db.close();
+      s.unhold();
+    }),
+  );
+  removeTempStores();
+});
+
 export async function startWorld(o: WorldOptions): Promise<World> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-world-'));
   const stripe = await startStripeSandbox({ webhookSecret: 'whsec_test_world', ...o.stripe });
   const warehouse = o.warehouse ? await startWarehouseSandbox({ token: 'wh_token_test' }) : null;
   // A store at the latest schema (a copy of one migrated once per file, on PGlite): creating and
   // migrating an embedded store costs seconds, and every world needs a fresh one.
-  const storeUrl = await o.backend.migratedUrl();
+  const pooled = pool.get(o.backend.name);
+  pool.delete(o.backend.name);
+  // Held from removeTempStores while pooled only: in this world's hands it is a store like any other.
+  pooled?.unhold();
+  const storeUrl = pooled?.url ?? (await o.backend.migratedUrl());
   const providers: Record<string, unknown> = {
     stripe: {
       type: 'stripe',
@@ -101,7 +126,7 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   const withEnv = (opts: CliOptions = {}): CliOptions => ({ cwd: dir, ...opts, env: { ...env, ...opts.env } });
   let offsetMs = 0;
   const now = () => new Date(Date.now() + offsetMs);
-  let db: Promise<Db> | undefined;
+  let db: Promise<Db> | undefined = pooled && Promise.resolve(pooled.db);
   const world: World = {
     dir,
     configPath,
@@ -142,7 +167,18 @@ export async function startWorld(o: WorldOptions): Promise<World> {
     },
     now,
     async close() {
-      await world.release();
+      const open = db && (await db.catch(() => null));
+      db = undefined;
+      if (open && !pool.has(o.backend.name)) {
+        try {
+          await resetStore(open);
+          pool.set(o.backend.name, { url: storeUrl, db: open, unhold: holdTempStore(storeUrl) });
+        } catch {
+          await open.close();
+        }
+      } else {
+        await open?.close();
+      }
       await stripe.close();
       await warehouse?.close();
       fs.rmSync(dir, { recursive: true, force: true });
