@@ -123,29 +123,29 @@ export async function scanLedger(ctx: CoreContext, provider: Provider, o: AuditO
  * (`audit_scans`) is committed after them with the default durability, and WAL is flushed in
  * order, so once the window is on disk every batch before it is too.
  */
-async function indexTransactions(db: Db, provider: string, txns: ProviderTxn[], now: Date): Promise<void> {
-  await db.transaction(async (q) => {
-    await q.query('SET LOCAL synchronous_commit = off');
-    await q.query(
-      `INSERT INTO recon.ledger_index (provider, provider_id, operation_id, client_reference, grp, amount, currency, status, created, scanned_at)
+async function indexTransactions(q: Queryable, provider: string, txns: ProviderTxn[], now: Date): Promise<void> {
+  // set_config(…, true) is SET LOCAL: it lasts for this statement's own transaction, through its
+  // commit, and never reaches the pooled session (test/integration/ledger-index-commit.test.ts).
+  await q.query(
+    `INSERT INTO recon.ledger_index (provider, provider_id, operation_id, client_reference, grp, amount, currency, status, created, scanned_at)
      SELECT $1, u.id, u.op, u.ref, u.grp, u.amount, u.currency, u.status, u.created, $10::timestamptz
        FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[], $9::timestamptz[])
          AS u(id, op, ref, grp, amount, currency, status, created)
+      WHERE (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
      ON CONFLICT (provider, provider_id) DO UPDATE SET status = EXCLUDED.status, scanned_at = EXCLUDED.scanned_at`,
-      [
-        provider,
-        txns.map((t) => t.provider_id),
-        txns.map((t) => t.operation_id),
-        txns.map((t) => t.client_reference),
-        txns.map((t) => t.group ?? null),
-        txns.map((t) => t.amount),
-        txns.map((t) => t.currency),
-        txns.map((t) => t.status),
-        txns.map((t) => (t.created ?? now).toISOString()),
-        now.toISOString(),
-      ],
-    );
-  });
+    [
+      provider,
+      txns.map((t) => t.provider_id),
+      txns.map((t) => t.operation_id),
+      txns.map((t) => t.client_reference),
+      txns.map((t) => t.group ?? null),
+      txns.map((t) => t.amount),
+      txns.map((t) => t.currency),
+      txns.map((t) => t.status),
+      txns.map((t) => (t.created ?? now).toISOString()),
+      now.toISOString(),
+    ],
+  );
 }
 
 export interface FindOptions {
