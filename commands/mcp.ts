@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import type { Agent } from '../src/agent/context.js';
 import { redact, registerSecret } from '../src/config/redact.js';
 import { UsageError } from '../src/errors.js';
-import { action, parsePositiveInt } from './support/action.js';
+import { action, parsePort } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info } from './support/io.js';
 
@@ -20,7 +20,7 @@ export function register(program: Command): void {
       "serve recon's tools to an AI agent (Model Context Protocol): over stdio, or Streamable HTTP with --http",
     )
     .option('--http', 'serve Streamable HTTP at /mcp instead of stdio (needs RECON_MCP_TOKEN)')
-    .option('--port <n>', 'with --http: port to listen on', parsePositiveInt('--port'))
+    .option('--port <n>', 'with --http: port to listen on (0: any free port, printed on start)', parsePort('--port'))
     .option('--host <host>', 'with --http: address to bind (default 127.0.0.1)')
     .addHelpText(
       'after',

@@ -25,6 +25,9 @@ const PATTERNS: Array<[RegExp, string]> = [
   [/([?&](?:ssl)?password=)[^&\s"']+/gi, `$1${REDACTED}`],
 ];
 
+/** Cheap test that every PATTERNS match needs; most strings (ids, statuses, amounts) fail it. */
+const MAY_MATCH_PATTERN = /(?:sk|rk)_(?:test|live)_|whsec_|postgres|password=/i;
+
 export function registerSecret(value: string | null | undefined): void {
   if (typeof value !== 'string' || value.length < MIN_SECRET_LENGTH || secrets.has(value)) return;
   secrets.add(value);
@@ -40,6 +43,7 @@ export function redact(text: string): string {
   for (const secret of ordered) {
     if (out.includes(secret)) out = out.split(secret).join(REDACTED);
   }
+  if (!MAY_MATCH_PATTERN.test(out)) return out;
   for (const [pattern, replacement] of PATTERNS) out = out.replace(pattern, replacement);
   return out;
 }

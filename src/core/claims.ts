@@ -4,7 +4,7 @@ import type { Operation } from '../types.js';
 import { payloadHash } from './canonical.js';
 import type { CoreContext } from './context.js';
 import { lockOperation, rowToOperation, type OperationRow } from './operations.js';
-import { UNRESOLVED_SQL } from './states.js';
+import { RECONCILABLE_SQL, UNRESOLVED_SQL } from './states.js';
 import { transition } from './transition.js';
 
 /**
@@ -234,7 +234,7 @@ export async function claimOne(
     `UPDATE recon.operations o
         SET lease_owner = $2::text, lease_expires_at = $3::timestamptz + make_interval(secs => $4::int / 1000.0)
        FROM (SELECT id, lease_expires_at AS previous_lease_expires_at FROM recon.operations WHERE id = $1 FOR UPDATE) c
-      WHERE o.id = c.id AND o.state IN ('submitting', 'pending', 'outcome_unknown')
+      WHERE o.id = c.id AND o.state IN ${RECONCILABLE_SQL}
         AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= $3::timestamptz)
       RETURNING o.*, c.previous_lease_expires_at`,
     [id, o.owner, o.now.toISOString(), o.leaseMs],

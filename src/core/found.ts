@@ -99,11 +99,6 @@ function decideFound(
   return { to: txn.state, rule: txn.state, review_reason: null, problems: [] };
 }
 
-/** The states the rule decides for (SPEC §4); a lookup of any other only links what it finds. */
-export function isReconcilable(state: State): boolean {
-  return state === 'outcome_unknown' || state === 'pending' || state === 'submitting';
-}
-
 /**
  * `recon lookup ID` for an operation the rule does not decide (SPEC §7: lookup works in any state):
  * records the observation, and each transaction found that carries the operation and is not linked

@@ -19,6 +19,12 @@ export interface PlannedDecision {
   nextCheckAt: Date | null;
   /** The chain head read with the history, when it was (see History.head). */
   head?: ChainHead;
+  /**
+   * When the rule judged (the lookup had answered): the observation's time, so that a window the
+   * rule counts from this lookup (`retry_at`) starts where the stored observation says. Default:
+   * when written.
+   */
+  at?: Date;
 }
 
 /** Runs the rule (a pure function of what it is given and the clock) and plans the write. */
@@ -57,5 +63,5 @@ export function planDecision(
     });
     nextCheckAt = new Date(now.getTime() + delay);
   }
-  return { op, provider: provider.name, lookup, ruling, nextCheckAt, head: history.head };
+  return { op, provider: provider.name, lookup, ruling, nextCheckAt, head: history.head, at: now };
 }

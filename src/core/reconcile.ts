@@ -51,8 +51,6 @@ export async function evaluate(
 export interface ReconcileOptions {
   /** Our lease token on `op` (from claimForRun), re-checked on every write. */
   owner: string;
-  /** When false, a `retry` decision is recorded but no attempt is made (used by `retry --dry-run`-like callers). */
-  allowRetry?: boolean;
   /** The operation's history, when the caller read it already (`recon run` reads a batch's at once). */
   history?: History;
   /** How the decision is written; default: on its own. `recon run` passes its group writer. */
@@ -82,8 +80,7 @@ export async function reconcileOne(
     : (await evaluate(ctx, provider, op, lookup)).plan;
   const applied = o.write ? await o.write(plan) : (await applyDecisions(ctx, [plan], o.owner))[0];
   if (!applied.ok) throw applied.error;
-  if (plan.ruling.decision === 'retry' && o.allowRetry !== false)
-    return limited(() => retryAuthorised(ctx, provider, op, applied.json, o.owner));
+  if (plan.ruling.decision === 'retry') return limited(() => retryAuthorised(ctx, provider, op, applied.json, o.owner));
   return applied.json;
 }
 

@@ -8,7 +8,7 @@ import { decisionWriter } from './decision-writer.js';
 import { historiesOf, type History } from './history.js';
 import { evaluate, reconcileOne } from './reconcile.js';
 import { listOperations } from './operations.js';
-import { isInFlight, UNRESOLVED_SQL } from './states.js';
+import { isInFlight, RECONCILABLE_STATES, UNRESOLVED_SQL } from './states.js';
 
 export interface RunOptions {
   provider?: string;
@@ -83,7 +83,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   };
   const owner = newOwnerToken(ctx.actor);
   // Decisions are written in groups (group commit): one transaction per decision made the store's
-  // round trips the cost of a pass against a fast provider (see apply.ts).
+  // round trips the cost of a pass against a fast provider (see write-decisions.ts).
   const write = decisionWriter(ctx, owner);
   const seen: string[] = [];
   const claimNext = async (): Promise<{ batch: Operation[]; histories: Map<string, History> | null }> => {
@@ -107,6 +107,9 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   for (;;) {
     const { batch, histories } = await next;
     if (batch.length === 0) break;
+    // At most two batches at once: one looked up while the other's decisions are written. With no
+    // bound, a store slower than the provider would pile up decisions under leases that may expire.
+    if (running.length >= 2) await running[running.length - 2];
     next = claimNext();
     // Awaited at the top of the loop; marked handled now so that a failing claim is not reported as
     // an unhandled rejection while this batch runs.
@@ -234,7 +237,7 @@ async function candidatesForDryRun(
   if (seen.length) return [];
   const now = ctx.now();
   const ops = await listOperations(ctx.db, {
-    states: ['submitting', 'pending', 'outcome_unknown'],
+    states: [...RECONCILABLE_STATES],
     provider: o.provider,
     limit: Math.max(size, o.limit ?? 10_000),
   });

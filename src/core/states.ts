@@ -92,7 +92,11 @@ export function isState(value: string): value is State {
  * UNRESOLVED_STATES in queries (it must match the predicate of operations_unresolved_idx,
  * src/store/schema.sql, for the planner to use that index).
  */
-export const UNRESOLVED_SQL = `(${UNRESOLVED_STATES.map((s) => `'${s}'`).join(', ')})`;
+export const UNRESOLVED_SQL = sqlList(UNRESOLVED_STATES);
+
+function sqlList(states: readonly State[]): string {
+  return `(${states.map((s) => `'${s}'`).join(', ')})`;
+}
 
 /** A `submitting` operation whose worker still holds its lease: its request may be on the wire. */
 export function isInFlight(op: { state: State; lease_expires_at: Date | null }, now: Date): boolean {
@@ -104,6 +108,9 @@ export function isInFlight(op: { state: State; lease_expires_at: Date | null }, 
  * unresolved ones a rule may still move, i.e. all but needs_review, which only a person leaves.
  */
 export const RECONCILABLE_STATES: readonly State[] = UNRESOLVED_STATES.filter((s) => !PERSON_ONLY_EXITS.includes(s));
+
+/** RECONCILABLE_STATES as an SQL list, `state IN ${RECONCILABLE_SQL}`. */
+export const RECONCILABLE_SQL = sqlList(RECONCILABLE_STATES);
 
 export function isReconcilable(state: State): boolean {
   return RECONCILABLE_STATES.includes(state);

@@ -62,7 +62,12 @@ export interface Move {
    * The lookup behind the move, recorded as an observation, with the row's last_checked_at (a pass of
    * `recon run` does not claim what was looked up after it began: claimForRun).
    */
-  observation?: { result: ObservationResult; detail: Record<string, unknown> };
+  observation?: {
+    result: ObservationResult;
+    detail: Record<string, unknown>;
+    /** When the provider answered (the clock the rule read); default: when written. */
+    at?: Date;
+  };
   /**
    * Transactions linked with the move. Each must be linked here or already to this operation: one
    * linked elsewhere meanwhile fails the statement as a whole (the event says it was linked).
@@ -225,9 +230,10 @@ const WRITE_MOVES = (returnRows: boolean) => `
 WITH u AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::text[], $7::text[],
                        $8::boolean[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::jsonb[],
-                       $14::int[], $15::text[], $16::text[], $17::jsonb[], $18::text[], $19::text[])
+                       $14::int[], $15::text[], $16::text[], $17::jsonb[], $18::text[], $19::text[],
+                       $31::timestamptz[])
     AS u(id, from_state, to_state, terminal, review_reason, assignee, lease_check, keep_lease, lease_owner,
-         lease_expires_at, next_check_at, result, observation, seq, kind, rule, detail, prev_hash, hash)
+         lease_expires_at, next_check_at, result, observation, seq, kind, rule, detail, prev_hash, hash, observed_at)
 ),
 locked AS (
   SELECT id, state, lease_owner, lease_expires_at FROM recon.operations
@@ -240,7 +246,7 @@ ok AS (
 ),
 observed AS (
   INSERT INTO recon.observations (operation_id, observed_at, result, detail)
-  SELECT id, $20::timestamptz, result, observation FROM ok WHERE result IS NOT NULL
+  SELECT id, coalesce(observed_at, $20::timestamptz), result, observation FROM ok WHERE result IS NOT NULL
 ),
 links AS (
   SELECT x.* FROM unnest($22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::bigint[], $28::text[],
@@ -335,6 +341,7 @@ async function writeMoves(
     links.map((l) => l.txn.currency),
     links.map((l) => (l.txn.created ? l.txn.created.toISOString() : null)),
     links.map((l) => l.via),
+    rows.map(({ m }) => m.observation?.at?.toISOString() ?? null),
   ]);
   const out = new Map<string, { locked: Locked; row: OperationRow | null }>();
   for (const row of r.rows) {

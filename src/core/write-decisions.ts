@@ -86,7 +86,7 @@ function moveOf(
     leaseOwner: owner,
     lease: d.decision === 'retry' ? 'keep' : 'release',
     nextCheckAt: item.nextCheckAt,
-    observation: { result: item.lookup.result, detail },
+    observation: { result: item.lookup.result, detail, at: item.at },
     links: withLinks ? (d.link ?? []).map((txn) => ({ provider: item.provider, txn, via: 'lookup' as const })) : [],
     head,
   };

@@ -15,7 +15,7 @@ export interface Queryable {
    * statements separated by `;` (the simple query protocol, on both backends), which is how
    * migration files run; the result is then the last statement's.
    */
-  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<QueryResult<T>>;
+  query<T>(sql: string, params?: unknown[]): Promise<QueryResult<T>>;
 }
 
 export interface Db extends Queryable {

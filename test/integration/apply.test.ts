@@ -211,7 +211,7 @@ describe.each(backends)('decisions in groups on $name', (backend) => {
     );
     expect(results.every((r) => r.ok)).toBe(true);
     expect(statements).toHaveLength(1);
-    const rows = await db.query(
+    const rows = await db.query<{ state: string; lease_owner: string | null; last_checked_at: Date | null }>(
       'SELECT state, lease_owner, last_checked_at FROM recon.operations WHERE id = ANY($1::text[])',
       [ids],
     );

@@ -58,7 +58,9 @@ describe('behind PgBouncer (pool_mode = transaction)', () => {
     expect(r.json.error.message).toMatch(/direct connection/);
     const db = await openStore(direct, { autoMigrate: false, requireCurrent: false });
     try {
-      const t = await db.query(`SELECT to_regclass('recon.schema_migrations') IS NOT NULL AS present`);
+      const t = await db.query<{ present: boolean }>(
+        `SELECT to_regclass('recon.schema_migrations') IS NOT NULL AS present`,
+      );
       expect(t.rows[0].present).toBe(false);
     } finally {
       await db.close();

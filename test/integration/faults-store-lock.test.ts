@@ -13,6 +13,7 @@ import { StoreLockedError } from '../../src/errors.js';
 import { acquireLock, isStale } from '../../src/store/lock.js';
 import { openStore } from '../../src/store/open.js';
 import { pgliteError } from '../../src/store/pglite.js';
+import { migratedStoreAt } from '../support/backends.js';
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -74,6 +75,7 @@ describe('the embedded store lock', () => {
     const dir = tempDir();
     const real = path.join(dir, 'db');
     const link = path.join(dir, 'db-link');
+    await migratedStoreAt(real); // a store that exists already: its creation is not the point
     const db = await openStore(`pglite:${real}`);
     try {
       fs.symlinkSync(real, link);

@@ -100,7 +100,7 @@ describe('secrets are never printed or stored', () => {
         `SELECT provider_request_id FROM recon.attempts WHERE operation_id = 'inv:1'`,
       );
       expect(attempts.rows.map((a) => a.provider_request_id)).toContain('req_[redacted]_1');
-      const observations = await db.query(
+      const observations = await db.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM recon.observations WHERE result = 'unavailable'`,
       );
       expect(observations.rows[0].n).toBeGreaterThan(0);

@@ -18,7 +18,7 @@ import { validateOperation } from '../../src/core/validate.js';
 import type { Db } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
 import { backends, removeTempStores } from '../support/backends.js';
-import { recon } from '../support/cli.js';
+import { runInProcess } from '../support/in-process.js';
 
 afterAll(() => removeTempStores());
 vi.setConfig({ testTimeout: 150_000 });
@@ -96,9 +96,9 @@ describe.each(backends)('audit verify sees deletions, store on $name', (backend)
 
   it('--anchor: the first run writes the heads; a tail deleted together with a matching state edit is found against them', async () => {
     await recordWithHistory(db, ['op_a', 'op_b']);
-    await closeAndUrl();
     const anchor = path.join(dir, 'heads.json');
-    const verify = () => recon(['audit', 'verify', '--db', url, '--anchor', anchor, '--json']);
+    // In process, on the test's open store (the command's own opening of --db is not the point).
+    const verify = () => runInProcess(['audit', 'verify', '--db', url, '--anchor', anchor, '--json'], { store: db });
 
     const first = await verify();
     expect(first.code, first.stderr).toBe(0);
@@ -110,11 +110,9 @@ describe.each(backends)('audit verify sees deletions, store on $name', (backend)
     expect((await verify()).json).toMatchObject({ ok: true, anchor: { status: 'updated' } });
 
     // The owner deletes op_a's last event and puts the state back to what the chain now ends in.
-    db = await openStore(url);
     await asOwner(db, `DELETE FROM recon.audit_events WHERE operation_id = 'op_a' AND seq = 3`);
     await db.query(`UPDATE recon.operations SET state = 'submitting' WHERE id = 'op_a'`);
     expect((await verifyChains(db)).ok).toBe(true); // invisible without the anchor
-    await closeAndUrl();
 
     const caught = await verify();
     expect(caught.code).toBe(4);
@@ -125,28 +123,20 @@ describe.each(backends)('audit verify sees deletions, store on $name', (backend)
     // A broken trail does not overwrite the heads that prove it.
     expect(caught.json.anchor.status).toBe('kept');
     expect((await readAnchor(anchor))!.heads).toEqual(written!.heads);
-    db = await openStore(url);
   });
 
   it('--anchor: a garbled or edited anchor file is a clear usage error, and it is left as it is', async () => {
     await recordWithHistory(db, ['op_a']);
-    await closeAndUrl();
     const anchor = path.join(dir, 'heads.json');
     fs.writeFileSync(anchor, '{"heads": {"op_a": [3, "abc"]');
-    const garbled = await recon(['audit', 'verify', '--db', url, '--anchor', anchor, '--json']);
+    const verify = () => runInProcess(['audit', 'verify', '--db', url, '--anchor', anchor, '--json'], { store: db });
+    const garbled = await verify();
     expect(garbled.code).toBe(2);
     expect(garbled.json.error.message).toMatch(/--anchor .*heads\.json: not a recon anchor file/);
     fs.writeFileSync(anchor, JSON.stringify({ heads: { op_a: [3, 'a'.repeat(64)] }, digest: '0'.repeat(64) }));
-    const edited = await recon(['audit', 'verify', '--db', url, '--anchor', anchor, '--json']);
+    const edited = await verify();
     expect(edited.code).toBe(2);
     expect(edited.json.error.message).toMatch(/digest/);
     expect(JSON.parse(fs.readFileSync(anchor, 'utf8')).digest).toBe('0'.repeat(64));
-    db = await openStore(url);
   });
-
-  /** Closes the test's connection so the CLI may open the store (an embedded store has one process at a time). */
-  async function closeAndUrl(): Promise<string> {
-    await db.close();
-    return url;
-  }
 });

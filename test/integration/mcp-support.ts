@@ -3,7 +3,6 @@
  * over stdio or Streamable HTTP, in a test world (sandboxes, config, store), and a transcript of
  * what the client saw.
  */
-import net from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -81,17 +80,6 @@ export async function stdioAgent(world: World, name = 'test-agent'): Promise<Age
   );
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 export interface HttpServer {
   url: string;
   child: ChildProcess;
@@ -100,23 +88,26 @@ export interface HttpServer {
   stop(): Promise<number | null>;
 }
 
-/** `recon mcp --http` on a free port, started once its "serving" line is on stderr. */
+/**
+ * `recon mcp --http --port 0` (a port the system chooses, so none is chosen here and then taken by
+ * another process before the server binds it), started once its "serving URL" line is on stderr.
+ */
 export async function startHttpServer(
   world: World,
   env: Record<string, string> = { RECON_MCP_TOKEN: TOKEN },
 ): Promise<HttpServer> {
   await world.release(); // the embedded store admits one process: the world's in-process commands let go
-  const port = await freePort();
-  const child = world.spawn(['mcp', '--http', '--port', String(port)], { env });
+  const child = world.spawn(['mcp', '--http', '--port', '0'], { env });
   let err = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  await new Promise<void>((resolve, reject) => {
+  const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`recon mcp --http did not start: ${err}`)), 60_000);
     child.stderr!.on('data', (d) => {
       err += d;
-      if (err.includes('serving http://')) {
+      const serving = /serving (http:\/\/\S+\/mcp)/.exec(err);
+      if (serving) {
         clearTimeout(timer);
-        resolve();
+        resolve(serving[1]);
       }
     });
     child.once('exit', (code) => {
@@ -125,7 +116,7 @@ export async function startHttpServer(
     });
   });
   return {
-    url: `http://127.0.0.1:${port}/mcp`,
+    url,
     child,
     stderr: () => err,
     async stop() {

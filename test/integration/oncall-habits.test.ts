@@ -5,14 +5,23 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import { cleanEnv } from '../support/cli.js';
-import { configDir, recon, RECON_BIN, refund, removeTempDirs, STRIPE_ENV, tempDir } from './oncall-support.js';
+import {
+  configDir,
+  recon,
+  RECON_BIN,
+  refund,
+  removeTempDirs,
+  sharedStore,
+  STRIPE_ENV,
+  tempDir,
+  withStore,
+} from './oncall-support.js';
 
-// Child processes on a shared, loaded machine: generous timeouts.
+// Commands run in process (oncall-support.ts); a shared, loaded machine: generous timeouts.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 240_000 });
 
 let sandbox: StripeSandbox;
@@ -59,7 +68,7 @@ describe('recon completion', () => {
 
 describe('recon doctor', () => {
   it('passes on a ready machine: store, config, key, rate limit, clock, webhook secret', async () => {
-    const dir = configDir(sandbox.url);
+    const dir = await withStore(configDir(sandbox.url));
     expect((await recon(['ops', 'record', '-'], { cwd: dir, env, input: ndjson([refund('refund:doc_1')]) })).code).toBe(
       0,
     );
@@ -102,17 +111,9 @@ describe('recon init', () => {
 });
 
 describe('recon webhook serve', () => {
-  const freePort = async () => {
-    const s = net.createServer();
-    await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-    const port = (s.address() as net.AddressInfo).port;
-    await new Promise((resolve) => s.close(resolve));
-    return port;
-  };
-
   it('refuses to start when the provider has no webhook secret', async () => {
     const dir = configDir(sandbox.url, { webhookSecret: undefined });
-    const r = await recon(['webhook', 'serve', '--port', String(await freePort()), '--provider', 'stripe'], {
+    const r = await recon(['webhook', 'serve', '--port', '0', '--provider', 'stripe'], {
       cwd: dir,
       env,
     });
@@ -121,11 +122,12 @@ describe('recon webhook serve', () => {
   });
 
   it('on the embedded store, the lock message of another command says to use PostgreSQL', async () => {
-    const dir = configDir(sandbox.url);
+    const dir = await withStore(configDir(sandbox.url));
     expect((await recon(['ops', 'record', '-'], { cwd: dir, env, input: ndjson([refund('refund:wh_1')]) })).code).toBe(
       0,
     );
-    const serve = spawn(process.execPath, [RECON_BIN, 'webhook', 'serve', '--port', String(await freePort())], {
+    // A server in another process holds the store; the command in this process meets its lock.
+    const serve = spawn(process.execPath, [RECON_BIN, 'webhook', 'serve', '--port', '0'], {
       cwd: dir,
       env: cleanEnv(env),
     });
@@ -150,21 +152,20 @@ describe('recon webhook serve', () => {
 
 describe('ops list paging and CSV', () => {
   it('--after ID gives the next page; --csv gives one row per operation', async () => {
-    const dir = tempDir();
+    // Every command on one open store (the paging is the point here, not finding the store).
+    const store = sharedStore(await withStore(tempDir()));
+    const recon = store.recon;
     const ops = Array.from({ length: 5 }, (_, i) => refund(`refund:page_${i}`, { approval: undefined }));
-    expect((await recon(['ops', 'record', '-'], { cwd: dir, env, input: ndjson(ops) })).code).toBe(0);
-    const first = await recon(['ops', 'list', '--limit', '2', '--json'], { cwd: dir });
+    expect((await recon(['ops', 'record', '-'], { env, input: ndjson(ops) })).code).toBe(0);
+    const first = await recon(['ops', 'list', '--limit', '2', '--json']);
     expect(first.json.total).toBe(5);
-    const second = await recon(['ops', 'list', '--limit', '2', '--after', first.json.next_after, '--json'], {
-      cwd: dir,
-    });
-    const third = await recon(['ops', 'list', '--limit', '2', '--after', second.json.next_after, '--json'], {
-      cwd: dir,
-    });
+    const second = await recon(['ops', 'list', '--limit', '2', '--after', first.json.next_after, '--json']);
+    const third = await recon(['ops', 'list', '--limit', '2', '--after', second.json.next_after, '--json']);
     const ids = [first, second, third].flatMap((r) => r.json.operations.map((o: { id: string }) => o.id));
     expect(new Set(ids).size).toBe(5);
     expect(third.json.next_after).toBeNull();
-    const csv = await recon(['ops', 'list', '--csv'], { cwd: dir });
+    const csv = await recon(['ops', 'list', '--csv']);
+    await store.release();
     const lines = csv.stdout.trim().split('\n');
     expect(lines[0]).toBe(
       'id,provider,action,state,amount,currency,attempt_count,client_reference,created_at,updated_at,provider_txn_ids,review_reason',

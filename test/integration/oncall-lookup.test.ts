@@ -6,9 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
-import { configDir, recon, refund, removeTempDirs, STRIPE_ENV } from './oncall-support.js';
+import { configDir, refund, removeTempDirs, sharedStore, STRIPE_ENV, withStore } from './oncall-support.js';
 
-// Child processes on a shared, loaded machine: generous timeouts.
+// A shared, loaded machine: generous timeouts.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 240_000 });
 
 let sandbox: StripeSandbox;
@@ -16,16 +16,20 @@ let dir: string;
 let pi: string;
 let dashboardRefund: string;
 const env = STRIPE_ENV;
-const run = (args: string[], input?: string) => recon(args, { cwd: dir, env, input });
+let store: ReturnType<typeof sharedStore>;
+// In process, every command on the one store of `dir`.
+const run = (args: string[], input?: string) => store.recon(args, { env, input });
 
 beforeAll(async () => {
   sandbox = await startStripeSandbox({ apiKey: env.STRIPE_API_KEY, webhookSecret: env.STRIPE_WEBHOOK_SECRET });
-  dir = configDir(sandbox.url, { uncertaintyWindow: '20s' });
+  dir = await withStore(configDir(sandbox.url, { uncertaintyWindow: '20s' }));
+  store = sharedStore(dir);
   pi = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' }).payment_intent;
   // Someone refunded 19.99 by hand in the dashboard: same charge, same amount, no recon metadata.
   dashboardRefund = sandbox.seedRefund({ payment_intent: pi, amount: 1999, currency: 'usd' }).id;
 }, 240_000);
 afterAll(async () => {
+  await store?.release();
   await sandbox?.close();
   removeTempDirs();
 });

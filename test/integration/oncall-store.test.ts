@@ -6,9 +6,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { configDir, recon, refund, removeTempDirs, STRIPE_ENV, tempDir } from './oncall-support.js';
+import { configDir, recon, refund, removeTempDirs, STRIPE_ENV, tempDir, withStore } from './oncall-support.js';
 
-// Child processes on a shared, loaded machine: generous timeouts.
+// Commands run in process (oncall-support.ts); a shared, loaded machine: generous timeouts.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 240_000 });
 
 afterAll(removeTempDirs);
@@ -86,7 +86,8 @@ describe('a bad config file', () => {
 
 describe('recon run', () => {
   it('exits 5, not 8, when the provider is down while a review is open; the metrics file carries both', async () => {
-    const dir = configDir('http://127.0.0.1:9', { uncertaintyWindow: '1s', timeout: '1s' });
+    // The store a first `ops record` would create (its creation is tested above).
+    const dir = await withStore(configDir('http://127.0.0.1:9', { uncertaintyWindow: '1s', timeout: '1s' }));
     const env = STRIPE_ENV;
     expect(
       (await recon(['ops', 'record', '-'], { cwd: dir, env, input: ndjson([refund('refund:a'), refund('refund:b')]) }))
@@ -110,7 +111,7 @@ describe('recon run', () => {
 
 describe('ops list', () => {
   it('says how many it did not show, and --json carries total', async () => {
-    const dir = tempDir();
+    const dir = await withStore(tempDir());
     const ops = Array.from({ length: 151 }, (_, i) => refund(`refund:ord_${1000 + i}`, { approval: undefined }));
     expect((await recon(['ops', 'record', '-'], { cwd: dir, env: STRIPE_ENV, input: ndjson(ops) })).code).toBe(0);
     const list = await recon(['ops', 'list', '--state', 'proposed'], { cwd: dir });
@@ -138,7 +139,7 @@ describe('--json errors', () => {
 
 describe('ops submit', () => {
   it('prints its result on stdout', async () => {
-    const dir = configDir('http://127.0.0.1:9', { timeout: '1s' });
+    const dir = await withStore(configDir('http://127.0.0.1:9', { timeout: '1s' }));
     await recon(['ops', 'record', '-'], { cwd: dir, env: STRIPE_ENV, input: ndjson([refund('refund:s1')]) });
     const r = await recon(['ops', 'submit', 'refund:s1'], { cwd: dir, env: STRIPE_ENV });
     expect(r.code, r.stderr).toBe(0);

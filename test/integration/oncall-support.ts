@@ -1,15 +1,22 @@
 /**
- * Helpers for the on-call tests (issue 11): the built CLI as a child process, piped or under a
- * pseudo-terminal (`script -q`, util-linux), in throw-away directories with their own embedded store.
- * RECON_BIN runs them against another build (to show a test failed before its fix).
+ * Helpers for the on-call tests (issue 11): recon piped, in this process (test/support/in-process.ts)
+ * or as a child process where a real one is the point, and under a pseudo-terminal (`script -q`,
+ * util-linux), in throw-away directories with their own embedded store. RECON_BIN runs them all as
+ * child processes of another build (to show a test failed before its fix).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { Db } from '../../src/store/db.js';
+import { openStore } from '../../src/store/open.js';
+import { migratedStoreAt } from '../support/backends.js';
 import { BIN, cleanEnv, collect, type CliOptions, type CliResult } from '../support/cli.js';
+import { runInProcess, type InProcessOptions } from '../support/in-process.js';
 
 export const RECON_BIN = process.env.RECON_BIN || BIN;
+/** No user-wide config (`$XDG_CONFIG_HOME/recon/config.json`) from the machine running the tests. */
+const NO_XDG = path.join(os.tmpdir(), 'recon-oncall-no-xdg');
 
 const dirs: string[] = [];
 export function tempDir(prefix = 'recon-oncall-'): string {
@@ -21,14 +28,62 @@ export function removeTempDirs(): void {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 }
 
-/** Runs recon piped (no TTY): what cron and scripts see. */
-export function recon(args: string[], opts: CliOptions = {}): Promise<CliResult> {
+/**
+ * Runs recon piped (no TTY): what cron and scripts see. In this process (the same main(), commander
+ * and exit-code mapping as the binary; the command finds or creates its store as the binary does,
+ * unless `store` gives it an open one), or with RECON_BIN set, as a child process of that build.
+ */
+export function recon(args: string[], opts: InProcessOptions = {}): Promise<CliResult> {
+  if (process.env.RECON_BIN) return reconProcess(args, opts);
+  return runInProcess(args, { ...opts, env: { XDG_CONFIG_HOME: NO_XDG, ...opts.env } });
+}
+
+/** Runs the built recon piped, as a child process: for what needs a real process. */
+function reconProcess(args: string[], opts: CliOptions = {}): Promise<CliResult> {
   const child = spawn(process.execPath, [RECON_BIN, ...args], {
     cwd: opts.cwd,
-    env: cleanEnv({ XDG_CONFIG_HOME: path.join(os.tmpdir(), 'recon-oncall-no-xdg'), ...opts.env }),
+    env: cleanEnv({ XDG_CONFIG_HOME: NO_XDG, ...opts.env }),
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   return collect(child, opts);
+}
+
+/**
+ * Gives `dir` the store `recon init` or a first `ops record` would create there (`.recon/db`, at
+ * the latest schema), copied from the run's migrated template: creating one costs PGlite's initdb
+ * and the migrations, seconds each time. For tests where the store's creation is not the point.
+ */
+export async function withStore(dir: string): Promise<string> {
+  await migratedStoreAt(path.join(dir, '.recon', 'db'));
+  return dir;
+}
+
+/**
+ * `recon` on one open store for the in-process commands of a test file, the one `dir` holds in
+ * `.recon/db` (opened on first use, not once per command). `release()` closes it, so that a child
+ * process may take it (the embedded store admits one process); the next command opens it again.
+ */
+export function sharedStore(dir: string): {
+  recon: (args: string[], opts?: CliOptions) => Promise<CliResult>;
+  release: () => Promise<void>;
+} {
+  let db: Promise<Db> | undefined;
+  const release = async () => {
+    const open = db;
+    db = undefined;
+    if (open) await (await open.catch(() => null))?.close();
+  };
+  return {
+    recon: async (args, opts = {}) => {
+      if (process.env.RECON_BIN) return reconProcess(args, { cwd: dir, ...opts });
+      db ??= openStore(`pglite:${path.join(dir, '.recon', 'db')}`).catch((err: unknown) => {
+        db = undefined;
+        throw err;
+      });
+      return recon(args, { cwd: dir, ...opts, store: await db });
+    },
+    release,
+  };
 }
 
 export interface TtyResult {

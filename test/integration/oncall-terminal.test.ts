@@ -12,12 +12,14 @@ import {
   configDir,
   hasScript,
   plain,
-  recon,
   RECON_BIN,
+  recon,
   reconTty,
   refund,
   removeTempDirs,
+  sharedStore,
   STRIPE_ENV,
+  withStore,
 } from './oncall-support.js';
 
 // Child processes on a shared, loaded machine: generous timeouts.
@@ -28,14 +30,21 @@ let dir: string;
 let pi: string;
 let dashboardRefund: string;
 const env = STRIPE_ENV;
-const run = (args: string[], input?: string) => recon(args, { cwd: dir, env, input });
-const tty = (args: string[], o: Parameters<typeof reconTty>[1] = {}) => reconTty(args, { cwd: dir, env, ...o });
+let store: ReturnType<typeof sharedStore>;
+// Piped commands run in process on the one store of `dir`; on a terminal, the built binary runs
+// under a pseudo-terminal, after this process lets go of the store (one process at a time).
+const run = (args: string[], input?: string) => store.recon(args, { env, input });
+const tty = async (args: string[], o: Parameters<typeof reconTty>[1] = {}) => {
+  await store.release();
+  return reconTty(args, { cwd: dir, env, ...o });
+};
 const ndjson = (ops: unknown[]) => ops.map((o) => JSON.stringify(o)).join('\n') + '\n';
 
 beforeAll(async () => {
   expect(hasScript(), 'util-linux `script` is needed for the terminal tests').toBe(true);
   sandbox = await startStripeSandbox({ apiKey: env.STRIPE_API_KEY, webhookSecret: env.STRIPE_WEBHOOK_SECRET });
-  dir = configDir(sandbox.url, { uncertaintyWindow: '1s' });
+  dir = await withStore(configDir(sandbox.url, { uncertaintyWindow: '1s' }));
+  store = sharedStore(dir);
   pi = sandbox.seedPaymentIntent({ amount: 100_000, currency: 'usd' }).payment_intent;
   dashboardRefund = sandbox.seedRefund({ payment_intent: pi, amount: 4242, currency: 'usd' }).id;
   // Three refunds committed at Stripe whose responses were lost, and one next to a dashboard refund.
@@ -71,6 +80,7 @@ beforeAll(async () => {
   ).toBe(0);
 }, 240_000);
 afterAll(async () => {
+  await store?.release();
   await sandbox?.close();
   removeTempDirs();
 });

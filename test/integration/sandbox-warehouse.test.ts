@@ -23,8 +23,17 @@ async function sandbox(opts: WarehouseSandboxOptions = {}): Promise<WarehouseSan
 interface Answer {
   status: number;
   headers: Headers;
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  body: WarehouseBody;
 }
+
+interface Shipment {
+  id: string;
+  client_reference: string;
+  status: string;
+}
+
+/** What the warehouse sandbox answers: a shipment, a list page or an error (the test reads the one it expects). */
+type WarehouseBody = Shipment & { data: Shipment[]; has_more: boolean; error: { code: string } };
 
 async function call(
   sb: WarehouseSandbox,
@@ -130,7 +139,7 @@ describe('warehouse sandbox', () => {
       const res = await call(sb, 'GET', q);
       seen.push(...res.body.data.map((s: { client_reference: string }) => s.client_reference));
       if (!res.body.has_more) break;
-      cursor = res.body.data.at(-1).id;
+      cursor = res.body.data[res.body.data.length - 1].id;
     }
     expect(seen).toEqual(['r-5', 'r-4', 'r-3', 'r-2', 'r-1']);
     expect(sb.stats.listPages).toBe(3);

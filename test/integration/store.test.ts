@@ -331,7 +331,7 @@ describe.runIf(backends.some((b) => b.name === 'pglite'))('embedded store lock',
 
   it('an empty lock file with no live holder (a disk that filled while it was written) is stale: the store opens', async () => {
     // Issue 10: it used to be "held" for ever. Empty for longer than a writer needs, nobody holds it.
-    const url = await pgliteBackend.url();
+    const url = await pgliteBackend.migratedUrl();
     fs.mkdirSync(path.dirname(folderOf(url)), { recursive: true });
     fs.writeFileSync(`${folderOf(url)}.lock`, '');
     await withStore(await openStore(url), async () => {

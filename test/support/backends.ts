@@ -57,6 +57,17 @@ function migratedPgliteTemplate(): Promise<string> {
   return pgliteTemplate;
 }
 
+/**
+ * Puts a closed embedded store at the latest schema at `folder` (a copy of the run's migrated
+ * template): what `recon init` or the first `ops record` leaves in `.recon/db`, without the seconds
+ * of PGlite's initdb and the migrations. For tests where the store's creation is not the point.
+ */
+export async function migratedStoreAt(folder: string): Promise<void> {
+  const template = await migratedPgliteTemplate();
+  fs.mkdirSync(path.dirname(folder), { recursive: true });
+  fs.cpSync(template, folder, { recursive: true });
+}
+
 const pglite: Backend = {
   name: 'pglite',
   async url() {
@@ -70,9 +81,8 @@ const pglite: Backend = {
     return `pglite:${folder}`;
   },
   async migratedUrl() {
-    const template = await migratedPgliteTemplate();
     const folder = tempStoreFolder();
-    fs.cpSync(template, folder, { recursive: true });
+    await migratedStoreAt(folder);
     return `pglite:${folder}`;
   },
   async open(opts) {

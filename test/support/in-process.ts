@@ -83,8 +83,9 @@ async function runNow(args: string[], opts: InProcessOptions): Promise<CliResult
   const env = cleanEnv(opts.env);
   const cwd = opts.cwd ?? ROOT;
   const io = bufferIO({ input: opts.input });
-  setDepsFactory((globals) => {
-    const deps = createDeps({ ...io, quiet: globals.quiet }, globals, env, cwd);
+  setDepsFactory((globals, command) => {
+    // `command` decides, as in the binary, whether a missing embedded store may be created (ops record, init).
+    const deps = createDeps({ ...io, quiet: globals.quiet }, globals, env, cwd, command);
     if (opts.now) deps.now = opts.now;
     const store = opts.store;
     // createDeps closes only a store it opened itself, so the shared one stays open.

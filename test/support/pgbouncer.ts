@@ -44,15 +44,30 @@ function findPgBouncer(): string {
   return found;
 }
 
-/** Starts PgBouncer (pool_mode = transaction) for the server and database of `serverUrl`. */
+/**
+ * Starts PgBouncer (pool_mode = transaction) for the server and database of `serverUrl`. PgBouncer
+ * cannot listen on port 0 and say which port it took, so the port is one that was free a moment
+ * ago: if another process binds it first, PgBouncer exits, and it is started again on another.
+ */
 export async function startPgBouncer(serverUrl: string, opts: PgBouncerOptions = {}): Promise<PgBouncer> {
+  let lastError: unknown;
+  for (let i = 0; i < 3; i++) {
+    try {
+      return await startOn(await freePort(), serverUrl, opts);
+    } catch (err) {
+      lastError = err;
+    }
+  }
+  throw lastError;
+}
+
+async function startOn(port: number, serverUrl: string, opts: PgBouncerOptions): Promise<PgBouncer> {
   const bin = findPgBouncer();
   const server = new URL(serverUrl);
   const database = server.pathname.replace(/^\//, '') || 'postgres';
   const asRoot = process.getuid?.() === 0;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-pgbouncer-'));
   const logFile = path.join(dir, 'pgbouncer.log');
-  const port = await freePort();
   const ini = [
     '[databases]',
     `* = host=${server.hostname} port=${server.port || 5432} user=${decodeURIComponent(server.username || 'postgres')}`,
