@@ -60,8 +60,8 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
       key: o.key,
       since,
     });
-    if (deps.globals.json)
-      return printJson(deps.io, {
+    if (deps.globals.json) {
+      printJson(deps.io, {
         query: {
           key: o.key ?? null,
           client_reference: o.clientRef ?? null,
@@ -71,13 +71,16 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
         ...lookupDetail(lookup),
         operations: operations.map((op) => ({ id: op.id, state: op.state })),
       });
+      unavailableExit(lookup);
+      return;
+    }
     await renderLookup(deps, lookup, []);
     if (operations.length)
       info(
         deps.io,
         `recon operations with this reference: ${operations.map((op) => `${op.id} (${op.state})`).join(', ')}`,
       );
-    if (lookup.result === 'unavailable') throw new ResultExit(5, 'the provider was unavailable');
+    unavailableExit(lookup);
     return;
   }
   const core = await deps.core();
@@ -91,8 +94,8 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
     linked: r.linked.map((t) => t.provider_id),
     candidates: r.lookup.candidates.map((t) => t.provider_id),
   });
-  if (deps.globals.json)
-    return printJson(deps.io, {
+  if (deps.globals.json) {
+    printJson(deps.io, {
       id: op.id,
       state: r.operation.state,
       state_before: r.before,
@@ -103,6 +106,9 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
       provider_txn_ids: r.linked.map((t) => t.provider_id),
       next,
     });
+    unavailableExit(r.lookup);
+    return;
+  }
   const s = await styleFor(deps.io);
   const moved =
     r.before !== r.operation.state ? `${r.before} → ${s.state(r.operation.state)}` : s.state(r.operation.state);
@@ -121,7 +127,12 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
   }
   if (r.note) println(deps.io, printable(r.note));
   if (next.length) println(deps.io, `next: ${next.map(printable).join('\n      ')}`);
-  if (r.lookup.result === 'unavailable') throw new ResultExit(5, 'the provider was unavailable');
+  unavailableExit(r.lookup);
+}
+
+/** SPEC §7: a provider that could not answer is exit 5, with or without --json (the document says `unavailable`). */
+function unavailableExit(l: LookupResult): void {
+  if (l.result === 'unavailable') throw new ResultExit(5, 'the provider was unavailable');
 }
 
 async function renderLookup(deps: Deps, l: LookupResult, linked: string[]): Promise<void> {

@@ -579,14 +579,18 @@ describe('secrets are never printed', () => {
     }
   });
 
-  it('a provider that errors is "provider unavailable" (exit 5) for lookups and audits', async () => {
+  it('a provider that errors is "provider unavailable" (exit 5) for lookups and audits, with or without --json', async () => {
     for (const args of [
       ['lookup', 'sec_s0'],
       ['lookup', '--client-ref', 'ord_x', '--provider', 'stripe'],
+      ['lookup', 'sec_s0', '--json'],
+      ['lookup', '--client-ref', 'ord_x', '--provider', 'stripe', '--json'],
       ['audit', 'duplicates', '--json'],
     ]) {
       const r = await runInProcess(args, { cwd: dir });
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(5);
+      if (args[0] === 'lookup' && args.includes('--json'))
+        expect((JSON.parse(r.stdout) as { result: string }).result).toBe('unavailable');
     }
   });
 
