@@ -88,14 +88,15 @@ describe('the embedded store lock', () => {
   });
 
   it('a zombie holder (exited, not yet reaped by its parent) counts as dead', async () => {
-    // `sleep 0` exits at once; its parent has exec'd `sleep 30` and never waits for it: a zombie.
-    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // `sleep 1` exits after its parent has exec'd `sleep 30`, which never waits for it: a zombie.
+    // (With `sleep 0` the child could exit before the exec and be reaped by sh: no zombie, a flaky test.)
+    const parent = spawn('sh', ['-c', 'sleep 1 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
     children.push(parent);
     const pid = await new Promise<number>((resolve) =>
       parent.stdout.once('data', (d) => resolve(Number(String(d).trim()))),
     );
     let state = '';
-    for (let i = 0; i < 100 && state !== 'Z'; i++) {
+    for (let i = 0; i < 250 && state !== 'Z'; i++) {
       await new Promise((r) => setTimeout(r, 20));
       state = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0] ?? '';
     }
