@@ -180,10 +180,11 @@ export async function transitionMany(
   moves.forEach((m, i) => {
     try {
       const cur = current.get(m.id);
-      if (m.from === undefined || m.head === undefined) assertMove(cur, m, o.now);
-      const from = m.from ?? cur!.state;
       // What can be checked before the statement is checked here; the statement re-checks lease and state.
-      if (m.to !== undefined) assertTransition(m.id, from, m.to, { by: m.by, review_reason: m.review_reason });
+      // Under the row lock, assertMove checks everything (the state machine included); else only the move.
+      if (m.from === undefined || m.head === undefined) assertMove(cur, m, o.now);
+      else if (m.to !== undefined) assertTransition(m.id, m.from, m.to, { by: m.by, review_reason: m.review_reason });
+      const from = m.from ?? cur!.state;
       const detail = { ...(m.detail ?? {}) };
       if (m.to === 'needs_review' && m.review_reason) detail.review_reason = m.review_reason;
       const event = chainEvent(m.head ?? heads.get(m.id)!, {
