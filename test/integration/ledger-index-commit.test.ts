@@ -9,6 +9,7 @@ import pg from 'pg';
 import { scanLedger } from '../../src/core/duplicates.js';
 import { openStore } from '../../src/store/open.js';
 import type { Provider, ProviderTxn } from '../../src/types.js';
+import { listingProvider } from '../support/listing-provider.js';
 import { backends } from '../support/backends.js';
 
 const postgres = backends.find((b) => b.name === 'postgres');
@@ -25,18 +26,7 @@ function ledger(n: number): Provider {
     group: `ch_${i}`,
     created: new Date(Date.parse('2024-01-01T00:00:00Z') + i * 1000),
   }));
-  return {
-    name: 'stripe',
-    type: 'fake',
-    capabilities: {} as Provider['capabilities'],
-    submit: () => Promise.reject(new Error('not used')),
-    lookup: () => Promise.reject(new Error('not used')),
-    get: () => Promise.reject(new Error('not used')),
-    async *list(range) {
-      range.onPage?.({ page: 1, items: txns.length });
-      yield* txns;
-    },
-  };
+  return listingProvider(txns);
 }
 
 describe.skipIf(!postgres)('ledger index writes on PostgreSQL', () => {

@@ -14,6 +14,7 @@ import { validateOperation } from '../../src/core/validate.js';
 import type { Db } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
 import type { Provider, ProviderTxn, State } from '../../src/types.js';
+import { listingProvider } from '../support/listing-provider.js';
 import { backends, removeTempStores, type Backend } from '../support/backends.js';
 import { runInProcess } from '../support/in-process.js';
 import { parsePrometheus } from '../support/prometheus.js';
@@ -138,18 +139,7 @@ function fakeLedger(): Provider {
     txn('re_4', { group: 'ch_c', created: new Date(T0 + 5 * D + M) }),
     txn('re_5', { operation_id: 'op_5', group: 'ch_d' }),
   ];
-  return {
-    name: 'stripe',
-    type: 'fake',
-    capabilities: {} as Provider['capabilities'],
-    submit: () => Promise.reject(new Error('not used')),
-    lookup: () => Promise.reject(new Error('not used')),
-    get: () => Promise.reject(new Error('not used')),
-    async *list(range) {
-      range.onPage?.({ page: 1, items: ledger.length });
-      yield* ledger;
-    },
-  };
+  return listingProvider(ledger);
 }
 
 const EXPECTED_BY_STATE = {
