@@ -110,14 +110,21 @@ async function write(out: Writable, text: string): Promise<void> {
 
 const indent = (json: string, by: string) => json.replace(/\n/g, `\n${by}`);
 
-/** The same document `printJson` writes for `{ duplicates, scans }`, byte for byte, one group at a time. */
+/** What `JSON.stringify({ duplicates: [...] }, null, 2)` writes around the array's elements. */
+const OPEN = '{\n  "duplicates": [';
+const CLOSE = '\n  ]\n}';
+
+/** The same document `printJson` writes for `{ duplicates, scans }`, byte for byte, one batch of groups at a time. */
 async function streamJson(out: Writable, db: Db, find: FindOptions, scans: DuplicateScan[]): Promise<number> {
   await write(out, '{\n  "duplicates": [');
   let n = 0;
   const total = await forEachDuplicate(db, find, async (batch) => {
-    let text = '';
-    for (const d of batch) text += `${n++ ? ',' : ''}\n    ${indent(JSON.stringify(d, null, 2), '    ')}`;
-    await write(out, text);
+    // The batch's elements as they stand in the whole document, in one JSON.stringify: no per-group
+    // string re-indented by a regular expression (4 bytes allocated per byte written, node --heap-prof).
+    if (!batch.length) return;
+    const text = JSON.stringify({ duplicates: batch }, null, 2).slice(OPEN.length, -CLOSE.length);
+    await write(out, n ? `,${text}` : text);
+    n += batch.length;
   });
   await write(out, `${total ? '\n  ' : ''}],\n  "scans": ${indent(JSON.stringify(scans, null, 2), '  ')}\n}\n`);
   return total;
