@@ -11,11 +11,17 @@ export default defineConfig({
     // 126 s with every test slower. So at least two.
     maxWorkers: Math.max(2, availableParallelism() - 1),
     globalSetup: ['test/support/global-setup.ts'],
+    // Per-file cleanup of the support modules (test/support/file-end.ts), isolated or not.
+    setupFiles: ['test/support/setup-file.ts'],
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
       {
         extends: true,
-        test: { name: 'integration', include: ['test/integration/**/*.test.ts'], fileParallelism: true },
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          fileParallelism: true,
+        },
       },
     ],
   },
