@@ -21,6 +21,11 @@ export default defineConfig({
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
           fileParallelism: true,
+          // A worker runs file after file in one process: the modules (PGlite's runtime, the CLI, the
+          // SDKs) load once per worker instead of once per file, ~0.5–1.5 s each. The support modules
+          // clean up after every file (test/support/file-end.ts); a file must leave no server,
+          // store, mock or environment change behind (each file's afterAll closes what it started).
+          isolate: false,
         },
       },
     ],
