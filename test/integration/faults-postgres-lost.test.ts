@@ -38,8 +38,7 @@ describe('PostgreSQL lost mid-run', () => {
     };
     // Slow lookups and one in flight at a time, so the pass is still running when the server dies:
     // 20 operations are 3 s of lookups, where the gate below is in place within a lookup or two of
-    // the first decision. (The pass goes on looking up what it claimed after the store is gone: 40
-    // took 6 s more after the stop, for no more proof.)
+    // the first decision.
     world = await startWorld({ backend: dedicated, stripe: { refundStatus: 'pending', latencyMs: 150 } });
     const w = world;
     const ops = Array.from({ length: 20 }, (_, i) => {
@@ -111,7 +110,9 @@ describe('PostgreSQL lost mid-run', () => {
       .catch(() => undefined);
     for (let i = 0; i < 800 && !blocked; i++) await sleep(25);
     expect(blocked).toBe(true);
+    const lookups = () => w.stripe.stats.byRoute['GET /v1/refunds'] ?? 0;
     await server!.stop();
+    const lookupsAtStop = lookups();
     release();
     await gateTx;
     await gate.close().catch(() => undefined);
@@ -122,6 +123,10 @@ describe('PostgreSQL lost mid-run', () => {
     expect(r.code, `stdout: ${r.stdout}\nstderr: ${r.stderr}`).toBe(6);
     expect(r.json).toEqual({ error: expect.objectContaining({ exit_code: 6, type: 'StoreLockedError' }) });
     expect(r.json.error.message).toMatch(/store unreachable|lost/);
+    // Once a write has failed for the lost store, the pass asks the provider nothing more (each
+    // lookup is one of the account's reads): at most the one in flight (--concurrency 1) finishes.
+    expect(lookupsAtStop).toBeLessThan(ops.length - 2);
+    expect(lookups() - lookupsAtStop).toBeLessThanOrEqual(1);
     const text = fs.readFileSync(metrics, 'utf8');
     expect(text).toMatch(/^recon_run_store_up 0$/m);
     expect(text).toMatch(/^recon_run_last_timestamp_seconds \d+$/m);
