@@ -27,7 +27,7 @@ const TOOLS = ['check_action', 'execute_action', 'get_action', 'list_open_action
 describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
   /*
    * The first three tests share one world and one server child where they do not interfere (their
-   * own operation ids and payment intents; the seed incident counts requests from its start): a
+   * own operation ids and payment intents; requests and refunds are counted from each test's start): a
    * child on the embedded store boots PGlite, ~1 s of CPU each. A test that needs the store itself
    * on the embedded store stops the child (`stopShared`); the next `sharedAgent()` starts another.
    * A failed test drops the shared world, so the next one starts afresh.
@@ -81,6 +81,9 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
     const world = await sharedWorld();
     const pi = world.stripe.seedPaymentIntent({ amount: 20000, currency: 'usd' });
     let agent = await sharedAgent();
+    // Counted from here: the shared world may have served the other tests' operations.
+    const requestsBefore = refundRequests(world);
+    const refundsBefore = world.stripe.refunds().length;
     const small = 'refund:ord_7002';
     expectAction(await agent.call('propose_action', refund(small, pi.payment_intent, 1200)), 'approved');
     const same = expectAction(await agent.call('propose_action', refund(small, pi.payment_intent, 1200)), 'approved');
@@ -104,8 +107,8 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
     const r = expectAction(refused, 'proposed');
     expect(r.refused.rule).toBe('approval_required');
     expect(r.message).toMatch(/recon ops approve/);
-    expect(refundRequests(world)).toBe(0);
-    expect(world.stripe.refunds()).toHaveLength(0);
+    expect(refundRequests(world)).toBe(requestsBefore);
+    expect(world.stripe.refunds()).toHaveLength(refundsBefore);
 
     // A person approves. On the embedded store the server holds the lock, so it stops first.
     if (backend.name === 'pglite') await stopShared();
@@ -116,7 +119,7 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
     expect(sent).toMatchObject({ sent: true, attempt: 1 });
     expect(sent.provider_txn_ids).toHaveLength(1);
     expect(world.stripe.refunds({ payment_intent: pi.payment_intent }).map((x) => x.amount)).toEqual([9000]);
-    expect(refundRequests(world)).toBe(1);
+    expect(refundRequests(world)).toBe(requestsBefore + 1);
 
     const open = (await agent.call('list_open_actions', {})).structuredContent;
     expect(open).toMatchObject({ actions: [], total: 0, next: 'none' });
