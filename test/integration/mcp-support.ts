@@ -11,10 +11,9 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect } from 'vitest';
+import { mcpAgent } from '../../commands/mcp.js';
 import { createDeps } from '../../commands/support/deps.js';
-import type { Agent as ToolsAgent } from '../../src/agent/context.js';
 import { serveHttp } from '../../src/agent/http.js';
-import { redact } from '../../src/config/redact.js';
 import { BIN, cleanEnv, ROOT, type JsonDoc } from '../support/cli.js';
 import { bufferIO } from '../support/in-process.js';
 import type { Backend } from '../support/backends.js';
@@ -160,13 +159,8 @@ export async function startInProcessHttpServer(world: World, token = TOKEN): Pro
     world.dir,
     'mcp',
   );
-  const agent: ToolsAgent = {
-    db: await world.db(),
-    config: await deps.config(),
-    now: () => world.now(),
-    provider: (name) => deps.provider(name),
-    log: (line) => io.err.write(`recon mcp: ${redact(line)}\n`),
-  };
+  // As `recon mcp` builds it, on the world's open store and clock.
+  const agent = await mcpAgent(deps, await world.db(), () => world.now());
   const version = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
   const server = await serveHttp(agent, { port: 0, host: '127.0.0.1', token, version });
   return {
