@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import type { Agent } from '../src/agent/context.js';
 import { redact, registerSecret } from '../src/config/redact.js';
 import { UsageError } from '../src/errors.js';
+import type { Db } from '../src/store/db.js';
 import { action, parsePort } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info } from './support/io.js';
@@ -38,6 +39,21 @@ Examples:
     .action(action<McpOptions>(async (_args, opts, deps) => runMcp(opts, deps)));
 }
 
+/**
+ * What the tools work with: the store, kept open by the server, the config, the providers, the
+ * clock and a redacting log. `now` defaults to the deps' clock.
+ */
+export async function mcpAgent(deps: Deps, db: Db, now: () => Date = deps.now): Promise<Agent> {
+  return {
+    db,
+    config: await deps.config(),
+    now,
+    provider: (name) => deps.provider(name),
+    // Errors can quote configuration (URLs with credentials, headers): redacted like every other message.
+    log: (line) => deps.io.err.write(`recon mcp: ${redact(line)}\n`),
+  };
+}
+
 export async function runMcp(o: McpOptions, deps: Deps): Promise<void> {
   if (!o.http && (o.port !== undefined || o.host !== undefined))
     throw new UsageError('--port/--host: only with --http (without it, recon mcp serves stdio)');
@@ -49,16 +65,7 @@ export async function runMcp(o: McpOptions, deps: Deps): Promise<void> {
     );
   if (token) registerSecret(token);
   // One store for the server's lifetime (one PGlite boot; on the embedded store it holds the lock).
-  const db = await deps.store();
-  const config = await deps.config();
-  const agent: Agent = {
-    db,
-    config,
-    now: deps.now,
-    provider: (name) => deps.provider(name),
-    // Errors can quote configuration (URLs with credentials, headers): redacted like every other message.
-    log: (line) => deps.io.err.write(`recon mcp: ${redact(line)}\n`),
-  };
+  const agent = await mcpAgent(deps, await deps.store());
   const version = packageVersion();
   if (o.http) {
     const { serveHttp } = await import('../src/agent/http.js');

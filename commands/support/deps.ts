@@ -2,6 +2,7 @@ import os from 'node:os';
 import type { LoadedConfig } from '../../src/config/types.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { UsageError } from '../../src/errors.js';
+import type { ProviderDeps } from '../../src/providers/index.js';
 import type { Db } from '../../src/store/db.js';
 import type { OpenStoreOptions } from '../../src/store/open.js';
 import type { Provider } from '../../src/types.js';
@@ -62,6 +63,8 @@ export function createDeps(
   cwd = process.cwd(),
   /** The command path (`ops list`): decides whether a missing embedded store may be created. */
   command = '',
+  /** What the providers are built with (their retry back-off's sleep): tests inject it; default real timers. */
+  providerDeps: ProviderDeps = {},
 ): Deps {
   let config: Promise<LoadedConfig> | undefined;
   let store: Promise<Db> | undefined;
@@ -128,7 +131,7 @@ export function createDeps(
       if (!p) {
         p = (async () => {
           const { createProvider } = await import('../../src/providers/index.js');
-          return createProvider(name, await deps.config());
+          return createProvider(name, await deps.config(), providerDeps);
         })();
         providers.set(name, p);
       }

@@ -1,5 +1,5 @@
 import { UNRESOLVED_STATES, type Operation, type Provider } from '../types.js';
-import { LeaseLostError } from '../errors.js';
+import { exitCodeOf, LeaseLostError } from '../errors.js';
 import { claimForRun, newOwnerToken, releaseLease } from './claims.js';
 import type { CoreContext } from './context.js';
 import { limitConcurrency } from './ratelimit.js';
@@ -85,6 +85,10 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   // Decisions are written in groups (group commit): one transaction per decision made the store's
   // round trips the cost of a pass against a fast provider (see write-decisions.ts).
   const write = decisionWriter(ctx, owner);
+  // The store gone (exit 6): nothing more can be written, so nothing more is asked of the provider
+  // (each lookup is one of the account's reads, and a pass may have hundreds claimed); the pass ends
+  // with this error once what is in flight has settled.
+  let storeLost: Error | undefined;
   const seen: string[] = [];
   const claimNext = async (): Promise<{ batch: Operation[]; histories: Map<string, History> | null }> => {
     const size = Math.min(o.batchSize ?? 200, limit - summary.claimed);
@@ -105,6 +109,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   const running: Promise<void>[] = [];
   let next = claimNext();
   for (;;) {
+    if (storeLost !== undefined) break;
     const { batch, histories } = await next;
     if (batch.length === 0) break;
     // At most two batches at once: one looked up while the other's decisions are written. With no
@@ -140,6 +145,9 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
     await nearlyDone;
   }
   await Promise.all(running);
+  if (storeLost !== undefined) {
+    throw storeLost;
+  }
 
   async function decideOne(
     claimed: Operation,
@@ -156,7 +164,11 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
     }
     const limiter = limiterFor(provider);
     // The operation's first provider call is its lookup.
-    const limited = <T>(call: () => Promise<T>) => limiter(call).finally(lookedUp);
+    const limited = <T>(call: () => Promise<T>) =>
+      limiter(async () => {
+        if (storeLost !== undefined) throw storeLost;
+        return call();
+      }).finally(lookedUp);
     try {
       if (o.dryRun) {
         count(summary, await limited(() => dryDecision(ctx, provider, claimed)));
@@ -172,6 +184,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
         );
       }
     } catch (err) {
+      if (exitCodeOf(err) === 6) storeLost ??= err as Error;
       if (err instanceof LeaseLostError) summary.lease_expired.push(claimed.id);
       else summary.errors.push({ id: claimed.id, error: (err as Error).message });
       if (!o.dryRun) await releaseLease(ctx.db, claimed.id, owner).catch(() => undefined);

@@ -1,7 +1,8 @@
 /**
- * A randomized fault campaign (issue 10): N operations recorded and submitted through the real CLI
- * under seeded faults of every sandbox kind on submits and lookups; `recon run` workers (2–4 at
- * once on PostgreSQL; one at a time on PGlite, which admits one process) SIGKILLed at random;
+ * A randomized fault campaign (issue 10): N operations recorded and submitted through the CLI
+ * (submits and workers as processes of the built binary, one-shot commands in process) under
+ * seeded faults of every sandbox kind on submits and lookups; `recon run` workers (2–4 at once on
+ * PostgreSQL; one at a time on PGlite, which admits one process) SIGKILLed at random;
  * webhooks duplicated, late and forged; refunds planted at the provider; pending refunds made
  * final. Then the invariants of invariants.ts are checked against the sandbox ledgers.
  *

@@ -1,8 +1,9 @@
 /**
- * The CLI processes of a campaign: one-shot commands, commands that may be SIGKILLed mid-flight,
- * and the webhook receiver (a long-running `webhook serve` on PostgreSQL, as deployed; one
- * `webhook ingest` per delivery on PGlite, where serve would hold the store). An exit code outside
- * what the command documents for the situation is recorded as a `process_exit` violation.
+ * The CLI of a campaign: one-shot commands (in this process, one at a time: world.ts), commands
+ * that may be SIGKILLed mid-flight or run beside others (child processes), and the webhook
+ * receiver (a long-running `webhook serve` on PostgreSQL, as deployed; one `webhook ingest` per
+ * delivery on PGlite, where serve would hold the store). An exit code outside what the command
+ * documents for the situation is recorded as a `process_exit` violation.
  */
 import type { ChildProcess } from 'node:child_process';
 import net from 'node:net';

@@ -1,7 +1,11 @@
 /**
  * The campaign's world: both sandboxes in this process, a lookup-fault proxy in front of each, a
  * store (a fresh PostgreSQL database or a PGlite folder), a config file with short windows, and
- * the BUILT CLI (bin/recon → dist/) run as child processes, as cron and on-call run it.
+ * the CLI: the BUILT one (bin/recon → dist/) as child processes, as cron and on-call run it, for
+ * what may be killed or runs beside other processes (`spawn`: submits, workers, webhook serve);
+ * one-shot commands that run alone (`recon`: record, settle passes, lookups, audits) through the
+ * CLI's main() in this process (test/support/in-process.ts: the same commander, exit codes and
+ * JSON, with the same config, environment and folder), without a Node start and module load each.
  *
  * Nothing here imports vitest: `npm run campaign` runs it as plain node from dist/.
  */
@@ -15,7 +19,8 @@ import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe
 import { faultBody } from '../../src/sandbox/stripe/routes.js';
 import { warehouseProviderConfig } from '../../src/sandbox/warehouse/provider-config.js';
 import { startWarehouseSandbox, type WarehouseSandbox } from '../../src/sandbox/warehouse/server.js';
-import { cleanEnv, collect, type CliResult } from '../support/cli.js';
+import { cleanEnv, type CliResult } from '../support/cli.js';
+import { runInProcess } from '../support/in-process.js';
 import { createDatabase } from '../support/postgres.js';
 import { startFaultProxy, type FaultProxy } from './proxy.js';
 
@@ -48,8 +53,8 @@ export interface CampaignWorld {
   warehouse: WarehouseSandbox;
   stripeProxy: FaultProxy;
   warehouseProxy: FaultProxy;
-  /** Runs the CLI to completion. */
-  recon(args: string[], opts?: { input?: string; timeoutMs?: number }): Promise<CliResult>;
+  /** Runs a command to completion, in this process (one at a time: they share process state). */
+  recon(args: string[], opts?: { input?: string }): Promise<CliResult>;
   /** Starts the CLI; the caller may kill it. */
   spawn(args: string[]): ChildProcess;
   close(): Promise<void>;
@@ -100,11 +105,8 @@ export async function startCampaignWorld(o: WorldOptions): Promise<CampaignWorld
     warehouse: warehouseProviderConfig(warehouseProxy.url, '${WAREHOUSE_TOKEN}', { maxAttempts: 3, ...TIMING }),
   };
   fs.writeFileSync(path.join(dir, 'recon.config.json'), JSON.stringify({ db: storeUrl, providers }, null, 2));
-  const env = cleanEnv({
-    STRIPE_API_KEY: stripe.apiKey,
-    STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
-    WAREHOUSE_TOKEN,
-  });
+  const secrets = { STRIPE_API_KEY: stripe.apiKey, STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, WAREHOUSE_TOKEN };
+  const env = cleanEnv(secrets);
   const spawnCli = (args: string[]) =>
     spawn(process.execPath, [BIN, ...args], { cwd: dir, env, stdio: ['pipe', 'pipe', 'pipe'] });
   return {
@@ -114,7 +116,7 @@ export async function startCampaignWorld(o: WorldOptions): Promise<CampaignWorld
     warehouse,
     stripeProxy,
     warehouseProxy,
-    recon: (args, opts = {}) => collect(spawnCli(args), { timeoutMs: 120_000, ...opts }),
+    recon: (args, opts = {}) => runInProcess(args, { cwd: dir, env: secrets, input: opts.input }),
     spawn: spawnCli,
     async close() {
       await stripeProxy.close();

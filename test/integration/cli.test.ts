@@ -496,7 +496,10 @@ describe('the embedded store lock', () => {
     } finally {
       await db.close();
     }
-    const after = await recon(['--db', url, 'ops', 'list', '--json'], { cwd: dir });
+    // Closed, the holder has removed its lock: the next command takes the store. In this process (a
+    // lock file left behind names this live process, and would be refused just the same), where
+    // PGlite is already loaded: a child would boot it, ~1 s of CPU, to see the same.
+    const after = await runInProcess(['--db', url, 'ops', 'list', '--json'], { cwd: dir });
     expect(after.code, after.stderr).toBe(0);
     expect(oneJsonDocument(after).operations).toEqual([]);
   });
@@ -548,6 +551,9 @@ describe('secrets are never printed', () => {
   afterAll(async () => {
     await new Promise((resolve) => server?.close(resolve));
   });
+  // recon retries each read of a provider that answers 500 (~1 s of back-off a read); here the
+  // back-off waits at most 1 ms: the retries are made all the same, only not waited out.
+  const providerSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.min(ms, 1)));
 
   // Each command runs twice (without and with DEBUG); `n` gives a submit a fresh operation each time.
   it.each<[string, (n: number) => string[], (() => Promise<void>)?]>([
@@ -571,7 +577,7 @@ describe('secrets are never printed', () => {
       await before_?.();
       const args = argsFor(n);
       const before = hits;
-      const r = await runInProcess(args, { cwd: dir, env });
+      const r = await runInProcess(args, { cwd: dir, env, providerSleep });
       expect(hits, `${args.join(' ')} reached the provider`).toBeGreaterThan(before);
       expect(r.stdout + r.stderr).not.toContain('SECRET123');
       // An error that reached bin/main.ts: with DEBUG its stack was printed too.
@@ -587,7 +593,7 @@ describe('secrets are never printed', () => {
       ['lookup', '--client-ref', 'ord_x', '--provider', 'stripe', '--json'],
       ['audit', 'duplicates', '--json'],
     ]) {
-      const r = await runInProcess(args, { cwd: dir });
+      const r = await runInProcess(args, { cwd: dir, providerSleep });
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(5);
       if (args[0] === 'lookup' && args.includes('--json'))
         expect((JSON.parse(r.stdout) as { result: string }).result).toBe('unavailable');

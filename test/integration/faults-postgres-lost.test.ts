@@ -36,21 +36,33 @@ describe('PostgreSQL lost mid-run', () => {
       emptyUrl: () => createDatabase(server!.url),
       open: async () => openStore(await createDatabase(server!.url)),
     };
-    // Slow lookups and one in flight at a time, so the pass is still running when the server dies.
+    // Slow lookups and one in flight at a time, so the pass is still running when the server dies:
+    // 20 operations are 3 s of lookups, where the gate below is in place within a lookup or two of
+    // the first decision.
     world = await startWorld({ backend: dedicated, stripe: { refundStatus: 'pending', latencyMs: 150 } });
     const w = world;
-    const ops = Array.from({ length: 40 }, (_, i) => {
+    const ops = Array.from({ length: 20 }, (_, i) => {
       const pi = w.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
       return refundOp(`refund:lost_${i}`, pi.payment_intent, 100 + i);
     });
     expectExit(await world.record(ops), 0);
     // Submitted in process (a CLI process per submit is slow on a shared machine): each ends `pending`.
+    // Eight at a time: one after the other, the sandbox's 150 ms per request alone took 6 s.
     const env = { STRIPE_API_KEY: w.stripe.apiKey, STRIPE_WEBHOOK_SECRET: w.stripe.webhookSecret };
     const provider = await createProvider('stripe', await loadConfig({ flag: w.configPath, env, cwd: w.dir }));
     const db = await openStore(w.storeUrl);
     try {
       const ctx = { db, actor: 'test-arrange', now: () => new Date() };
-      for (const op of ops) expect((await submitOperation(ctx, provider, op.id)).operation.state).toBe('pending');
+      const queue = [...ops];
+      const states: string[] = [];
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          for (let op = queue.shift(); op; op = queue.shift()) {
+            states.push((await submitOperation(ctx, provider, op.id)).operation.state);
+          }
+        }),
+      );
+      expect(states).toEqual(ops.map(() => 'pending'));
     } finally {
       await db.close();
     }
@@ -98,7 +110,9 @@ describe('PostgreSQL lost mid-run', () => {
       .catch(() => undefined);
     for (let i = 0; i < 800 && !blocked; i++) await sleep(25);
     expect(blocked).toBe(true);
+    const lookups = () => w.stripe.stats.byRoute['GET /v1/refunds'] ?? 0;
     await server!.stop();
+    const lookupsAtStop = lookups();
     release();
     await gateTx;
     await gate.close().catch(() => undefined);
@@ -109,6 +123,10 @@ describe('PostgreSQL lost mid-run', () => {
     expect(r.code, `stdout: ${r.stdout}\nstderr: ${r.stderr}`).toBe(6);
     expect(r.json).toEqual({ error: expect.objectContaining({ exit_code: 6, type: 'StoreLockedError' }) });
     expect(r.json.error.message).toMatch(/store unreachable|lost/);
+    // Once a write has failed for the lost store, the pass asks the provider nothing more (each
+    // lookup is one of the account's reads): at most the one in flight (--concurrency 1) finishes.
+    expect(lookupsAtStop).toBeLessThan(ops.length - 2);
+    expect(lookups() - lookupsAtStop).toBeLessThanOrEqual(1);
     const text = fs.readFileSync(metrics, 'utf8');
     expect(text).toMatch(/^recon_run_store_up 0$/m);
     expect(text).toMatch(/^recon_run_last_timestamp_seconds \d+$/m);

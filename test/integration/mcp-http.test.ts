@@ -2,6 +2,11 @@
  * `recon mcp --http`: Streamable HTTP at /mcp behind a bearer token, driven by the SDK's real
  * Client. Without the token nothing is recorded; a malformed body gets a JSON-RPC error and the
  * server keeps serving; two agents executing one operation at once make one attempt, one refund.
+ *
+ * What the server does with requests runs against recon's HTTP server in this process, on the
+ * world's open store (mcp-support.ts `startInProcessHttpServer`: no PGlite boot per test). The
+ * built binary runs as a child process where the process is the point: SIGTERM, its exit code and
+ * the store it frees, and two servers on one PostgreSQL store.
  */
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { backends, removeTempStores } from '../support/backends.js';
@@ -14,11 +19,14 @@ import {
   refund,
   refundRequests,
   startHttpServer,
+  startInProcessHttpServer,
   startMcpWorld,
   stdioAgent,
   TOKEN,
   type Agent,
   type HttpServer,
+  type HttpServerProcess,
+  type InProcessHttpServer,
 } from './mcp-support.js';
 
 afterAll(() => removeTempStores());
@@ -41,12 +49,15 @@ function post(server: HttpServer, body: string, headers: Record<string, string> 
 
 describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   let world: World | undefined;
-  let server: HttpServer | undefined;
+  let server: InProcessHttpServer | undefined;
+  let child: HttpServerProcess | undefined;
   const agents: Agent[] = [];
   afterEach(async () => {
     for (const a of agents.splice(0)) await a.close().catch(() => undefined);
-    await server?.stop();
+    await server?.close();
     server = undefined;
+    await child?.stop();
+    child = undefined;
     await world?.close();
     world = undefined;
   });
@@ -60,7 +71,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   it('the seed incident over HTTP: outcome_unknown, the second execute sends nothing, check_action confirms; one refund', async () => {
     world = await startMcpWorld(backend);
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
-    server = await startHttpServer(world);
+    server = await startInProcessHttpServer(world);
     const agent = await httpAgent(server, 'support-bot');
     agents.push(agent);
     const ledger = await playSeedIncident(world, agent, 'refund:ord_8000', pi.payment_intent);
@@ -71,7 +82,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   it('no token or a wrong token → 401 and nothing is recorded or sent', async () => {
     world = await startMcpWorld(backend);
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
-    server = await startHttpServer(world);
+    server = await startInProcessHttpServer(world);
     const call = {
       jsonrpc: '2.0',
       id: 2,
@@ -103,7 +114,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
 
   it('a malformed JSON-RPC body gets a JSON-RPC error, and the server keeps serving', async () => {
     world = await startMcpWorld(backend);
-    server = await startHttpServer(world);
+    server = await startInProcessHttpServer(world);
     const auth = { authorization: `Bearer ${TOKEN}` };
     const notJson = await post(server, '{"jsonrpc": "2.0", "method": ', auth);
     expect(notJson.status).toBe(400);
@@ -131,7 +142,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
     // A slow provider, so the second call arrives while the first request is in flight.
     world = await startMcpWorld(backend, { latencyMs: 400 });
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
-    server = await startHttpServer(world);
+    server = await startInProcessHttpServer(world);
     const a = await httpAgent(server, 'agent-a');
     const b = await httpAgent(server, 'agent-b');
     agents.push(a, b);
@@ -149,7 +160,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
     const got = expectAction(await b.call('get_action', { operation_id: id }), 'confirmed');
     expect(got.attempts).toHaveLength(1);
 
-    expect(await server.stop()).toBe(0);
+    await server.close();
     server = undefined;
     const detail = await show(world, id);
     expect(detail.attempts).toHaveLength(1);
@@ -181,11 +192,23 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
 
   it('SIGTERM stops the server cleanly (exit 0) and frees the store', async () => {
     world = await startMcpWorld(backend);
-    server = await startHttpServer(world);
-    const agent = await httpAgent(server);
+    const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+    child = await startHttpServer(world);
+    const agent = await httpAgent(child);
     agents.push(agent);
-    expect(await server.stop()).toBe(0);
-    server = undefined;
-    expectExit(await world.recon(['ops', 'list', '--json']), 0);
+    // The process serves a refund end to end (store, provider) before it is stopped.
+    const id = 'refund:ord_8004';
+    expectAction(await agent.call('propose_action', refund(id, pi.payment_intent, 2500)), 'approved');
+    expect(expectAction(await agent.call('execute_action', { operation_id: id }), 'confirmed')).toMatchObject({
+      sent: true,
+      attempt: 1,
+    });
+    expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
+    expect(await child.stop()).toBe(0);
+    child = undefined;
+    const list = expectExit(await world.recon(['ops', 'list', '--json']), 0);
+    expect((list.json.operations as { id: string; state: string }[]).map((o) => [o.id, o.state])).toEqual([
+      [id, 'confirmed'],
+    ]);
   });
 });

@@ -25,19 +25,40 @@ vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
 const TOOLS = ['check_action', 'execute_action', 'get_action', 'list_open_actions', 'propose_action'];
 
 describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
+  /*
+   * The first three tests share one world and one server child where they do not interfere (their
+   * own operation ids and payment intents; requests and refunds are counted from each test's start): a
+   * child on the embedded store boots PGlite, ~1 s of CPU each. A test that needs the store itself
+   * on the embedded store stops the child (`stopShared`); the next `sharedAgent()` starts another.
+   * A failed test drops the shared world, so the next one starts afresh.
+   */
+  let shared: World | undefined;
+  let sharedServer: Agent | undefined;
+  const sharedWorld = async () => (shared ??= await startMcpWorld(backend));
+  const sharedAgent = async () => (sharedServer ??= await stdioAgent(await sharedWorld(), 'support-bot'));
+  const stopShared = async () => {
+    await sharedServer?.close();
+    sharedServer = undefined;
+  };
+  const dropShared = async () => {
+    await stopShared().catch(() => undefined);
+    await shared?.close();
+    shared = undefined;
+  };
+
   let world: World | undefined;
   let agent: Agent | undefined;
-  afterEach(async () => {
+  afterEach(async ({ task }) => {
     await agent?.close();
     agent = undefined;
     await world?.close();
     world = undefined;
+    if (task.result?.state === 'fail') await dropShared();
   });
+  afterAll(dropShared);
 
   it('tools/list: the five tools, each with its input and output schema and truthful annotations', async () => {
-    world = await startMcpWorld(backend);
-    agent = await stdioAgent(world);
-    const { tools } = await agent.client.listTools();
+    const { tools } = await (await sharedAgent()).client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);
     for (const t of tools) {
       expect(t.inputSchema.type, t.name).toBe('object');
@@ -56,44 +77,13 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
     expect(hints.check_action).toMatchObject({ readOnlyHint: false, idempotentHint: false });
   });
 
-  it('the seed incident: committed then dropped → outcome_unknown, do not retry; execute again sends nothing; check_action confirms; one refund', async () => {
-    world = await startMcpWorld(backend);
-    const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
-    agent = await stdioAgent(world, 'support-bot');
-    const id = 'refund:ord_7001';
-    const ledger = await playSeedIncident(world, agent, id, pi.payment_intent);
-
-    if (process.env.RECON_MCP_TRANSCRIPT)
-      fs.writeFileSync(
-        process.env.RECON_MCP_TRANSCRIPT,
-        JSON.stringify({ transcript: agent.transcript, ledger: ledger.map((r) => r.id) }, null, 2),
-      );
-
-    // The audit trail: every call an event of mcp:support-bot; the chain verifies.
-    await agent.close();
-    agent = undefined;
-    const detail = await show(world, id);
-    const calls = detail.events.filter((ev) => ev.kind === 'mcp.call');
-    expect(calls.map((ev) => (ev as unknown as { detail: { tool: string } }).detail.tool)).toEqual([
-      'propose_action',
-      'execute_action',
-      'execute_action',
-      'check_action',
-      'get_action',
-    ]);
-    for (const ev of calls) expect(ev.from_state).toBe(ev.to_state);
-    const actors = new Set((detail.events as unknown as { actor: string }[]).map((ev) => ev.actor));
-    expect([...actors]).toEqual(['mcp:support-bot']);
-    expect(detail.events.at(-1)!.to_state).toBe('confirmed');
-    const verify = expectExit(await world.recon(['audit', 'verify', '--json']), 0);
-    expect(verify.json.ok).toBe(true);
-    expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
-  });
-
   it('a changed amount under the same operation_id is refused and nothing is sent; above autoApprove waits for a person; execute is refused until recon ops approve', async () => {
-    world = await startMcpWorld(backend);
+    const world = await sharedWorld();
     const pi = world.stripe.seedPaymentIntent({ amount: 20000, currency: 'usd' });
-    agent = await stdioAgent(world, 'support-bot');
+    let agent = await sharedAgent();
+    // Counted from here: the shared world may have served the other tests' operations.
+    const requestsBefore = refundRequests(world);
+    const refundsBefore = world.stripe.refunds().length;
     const small = 'refund:ord_7002';
     expectAction(await agent.call('propose_action', refund(small, pi.payment_intent, 1200)), 'approved');
     const same = expectAction(await agent.call('propose_action', refund(small, pi.payment_intent, 1200)), 'approved');
@@ -117,25 +107,56 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
     const r = expectAction(refused, 'proposed');
     expect(r.refused.rule).toBe('approval_required');
     expect(r.message).toMatch(/recon ops approve/);
-    expect(refundRequests(world)).toBe(0);
-    expect(world.stripe.refunds()).toHaveLength(0);
+    expect(refundRequests(world)).toBe(requestsBefore);
+    expect(world.stripe.refunds()).toHaveLength(refundsBefore);
 
     // A person approves. On the embedded store the server holds the lock, so it stops first.
-    if (backend.name === 'pglite') {
-      await agent.close();
-      agent = undefined;
-    }
+    if (backend.name === 'pglite') await stopShared();
     expectExit(await world.recon(['ops', 'approve', big, '--ref', 'FIN-42', '--actor', 'alice']), 0);
-    agent ??= await stdioAgent(world, 'support-bot');
+    agent = await sharedAgent();
 
     const sent = expectAction(await agent.call('execute_action', { operation_id: big }), 'confirmed');
     expect(sent).toMatchObject({ sent: true, attempt: 1 });
     expect(sent.provider_txn_ids).toHaveLength(1);
     expect(world.stripe.refunds({ payment_intent: pi.payment_intent }).map((x) => x.amount)).toEqual([9000]);
-    expect(refundRequests(world)).toBe(1);
+    expect(refundRequests(world)).toBe(requestsBefore + 1);
 
     const open = (await agent.call('list_open_actions', {})).structuredContent;
     expect(open).toMatchObject({ actions: [], total: 0, next: 'none' });
+  });
+
+  it('the seed incident: committed then dropped → outcome_unknown, do not retry; execute again sends nothing; check_action confirms; one refund', async () => {
+    const world = await sharedWorld();
+    const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+    const agent = await sharedAgent();
+    const id = 'refund:ord_7001';
+    const calledBefore = agent.transcript.length;
+    const ledger = await playSeedIncident(world, agent, id, pi.payment_intent);
+
+    if (process.env.RECON_MCP_TRANSCRIPT)
+      fs.writeFileSync(
+        process.env.RECON_MCP_TRANSCRIPT,
+        JSON.stringify({ transcript: agent.transcript.slice(calledBefore), ledger: ledger.map((r) => r.id) }, null, 2),
+      );
+
+    // The audit trail: every call an event of mcp:support-bot; the chain verifies.
+    await stopShared();
+    const detail = await show(world, id);
+    const calls = detail.events.filter((ev) => ev.kind === 'mcp.call');
+    expect(calls.map((ev) => (ev as unknown as { detail: { tool: string } }).detail.tool)).toEqual([
+      'propose_action',
+      'execute_action',
+      'execute_action',
+      'check_action',
+      'get_action',
+    ]);
+    for (const ev of calls) expect(ev.from_state).toBe(ev.to_state);
+    const actors = new Set((detail.events as unknown as { actor: string }[]).map((ev) => ev.actor));
+    expect([...actors]).toEqual(['mcp:support-bot']);
+    expect(detail.events.at(-1)!.to_state).toBe('confirmed');
+    const verify = expectExit(await world.recon(['audit', 'verify', '--json']), 0);
+    expect(verify.json.ok).toBe(true);
+    expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
   });
 
   it('stdin closing stops the server cleanly: exit 0, and the store is free for the next command', async () => {

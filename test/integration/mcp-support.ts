@@ -1,14 +1,21 @@
 /**
  * Helpers for the `recon mcp` tests: the SDK's real Client connected to the built `bin/recon mcp`
- * over stdio or Streamable HTTP, in a test world (sandboxes, config, store), and a transcript of
- * what the client saw.
+ * over stdio or Streamable HTTP, or to recon's Streamable HTTP server (src/agent/http.ts) started in
+ * this process on the world's open store, in a test world (sandboxes, config, store), and a
+ * transcript of what the client saw.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import { expect } from 'vitest';
-import { BIN, cleanEnv, type JsonDoc } from '../support/cli.js';
+import { mcpAgent } from '../../commands/mcp.js';
+import { createDeps } from '../../commands/support/deps.js';
+import { serveHttp } from '../../src/agent/http.js';
+import { BIN, cleanEnv, ROOT, type JsonDoc } from '../support/cli.js';
+import { bufferIO } from '../support/in-process.js';
 import type { Backend } from '../support/backends.js';
 import type { World, WorldOptions } from '../support/world.js';
 import { startIncidentWorld } from './incidents-support.js';
@@ -80,12 +87,22 @@ export async function stdioAgent(world: World, name = 'test-agent'): Promise<Age
   );
 }
 
+/** A `recon mcp --http` server, in a child process or in this one. */
 export interface HttpServer {
   url: string;
-  child: ChildProcess;
+  /** What the server wrote for its operator (stderr). */
   stderr: () => string;
+}
+
+export interface HttpServerProcess extends HttpServer {
+  child: ChildProcess;
   /** SIGTERM, then the exit code. */
   stop(): Promise<number | null>;
+}
+
+export interface InProcessHttpServer extends HttpServer {
+  /** Closes the server and its sessions (what `recon mcp --http` does on SIGTERM); the world's store stays open. */
+  close(): Promise<void>;
 }
 
 /**
@@ -95,7 +112,7 @@ export interface HttpServer {
 export async function startHttpServer(
   world: World,
   env: Record<string, string> = { RECON_MCP_TOKEN: TOKEN },
-): Promise<HttpServer> {
+): Promise<HttpServerProcess> {
   await world.release(); // the embedded store admits one process: the world's in-process commands let go
   const child = world.spawn(['mcp', '--http', '--port', '0'], { env });
   let err = '';
@@ -122,6 +139,37 @@ export async function startHttpServer(
     async stop() {
       child.kill('SIGTERM');
       return exited;
+    },
+  };
+}
+
+/**
+ * recon's Streamable HTTP server (src/agent/http.ts `serveHttp`, the one `recon mcp --http` runs)
+ * in this process: the tools on the world's open store (no PGlite boot, no lock to hand over) with
+ * the world's config, providers and clock, put together as commands/mcp.ts `runMcp` does, on a port
+ * the system chooses. For what the server does with requests; `startHttpServer` for what the
+ * process does (the command's checks, its "serving" line, SIGTERM, exit code, the store's lock).
+ */
+export async function startInProcessHttpServer(world: World, token = TOKEN): Promise<InProcessHttpServer> {
+  const io = bufferIO();
+  const deps = createDeps(
+    io,
+    { json: false, color: false, yes: false, quiet: false },
+    cleanEnv({ STRIPE_API_KEY: world.stripe.apiKey, STRIPE_WEBHOOK_SECRET: world.stripe.webhookSecret }),
+    world.dir,
+    'mcp',
+  );
+  // As `recon mcp` builds it, on the world's open store and clock.
+  const agent = await mcpAgent(deps, await world.db(), () => world.now());
+  const version = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  const server = await serveHttp(agent, { port: 0, host: '127.0.0.1', token, version });
+  return {
+    url: server.url,
+    stderr: () => io.err.text,
+    async close() {
+      await server.close();
+      // The providers this server created; the store is the world's (deps never opened one).
+      await deps.close();
     },
   };
 }
@@ -179,6 +227,8 @@ export function refund(id: string, paymentIntent: string, amount: number) {
  */
 export async function playSeedIncident(world: World, agent: Agent, id: string, paymentIntent: string) {
   const pi = { payment_intent: paymentIntent };
+  // Requests are counted from here: the world may have served other operations before.
+  const requestsBefore = refundRequests(world);
 
   const proposed = expectAction(await agent.call('propose_action', refund(id, pi.payment_intent, 1500)), 'approved');
   expect(proposed).toMatchObject({ created: true, approval: 'policy:autoApprove', next: 'execute_action' });
@@ -194,7 +244,7 @@ export async function playSeedIncident(world: World, agent: Agent, id: string, p
   expect(e.message).toMatch(/check_action/);
   expect(world.stripe.faults.pending()).toBe(0);
   const requestsAfterExecute = refundRequests(world);
-  expect(requestsAfterExecute).toBe(2); // the attempt and the SDK's retry, both with the operation's key
+  expect(requestsAfterExecute - requestsBefore).toBe(2); // the attempt and the SDK's retry, both with the operation's key
   expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
 
   // The second click: a status question, nothing reaches the provider.

@@ -6,7 +6,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { configDir, recon, refund, removeTempDirs, STRIPE_ENV, tempDir, withStore } from './oncall-support.js';
+import {
+  configDir,
+  recon,
+  refund,
+  removeTempDirs,
+  sharedStore,
+  STRIPE_ENV,
+  tempDir,
+  withStore,
+} from './oncall-support.js';
 
 // Commands run in process (oncall-support.ts); a shared, loaded machine: generous timeouts.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 240_000 });
@@ -87,39 +96,50 @@ describe('a bad config file', () => {
 describe('recon run', () => {
   it('exits 5, not 8, when the provider is down while a review is open; the metrics file carries both', async () => {
     // The store a first `ops record` would create (its creation is tested above).
+    // One open store for the test's commands (finding it is tested above; opening it costs ~1 s each).
     const dir = await withStore(configDir('http://127.0.0.1:9', { uncertaintyWindow: '1s', timeout: '1s' }));
+    const store = sharedStore(dir);
     const env = STRIPE_ENV;
-    expect(
-      (await recon(['ops', 'record', '-'], { cwd: dir, env, input: ndjson([refund('refund:a'), refund('refund:b')]) }))
-        .code,
-    ).toBe(0);
-    for (const id of ['refund:a', 'refund:b']) {
-      const s = await recon(['ops', 'submit', id], { cwd: dir, env });
-      expect(s.code, s.stderr).toBe(0);
+    try {
+      expect(
+        (await store.recon(['ops', 'record', '-'], { env, input: ndjson([refund('refund:a'), refund('refund:b')]) }))
+          .code,
+      ).toBe(0);
+      for (const id of ['refund:a', 'refund:b']) {
+        const s = await store.recon(['ops', 'submit', id], { env });
+        expect(s.code, s.stderr).toBe(0);
+      }
+      const esc = await store.recon(['escalate', 'refund:b', '--reason', 'customer called'], { env });
+      expect(esc.code, esc.stderr).toBe(0);
+      const metrics = path.join(dir, 'recon.prom');
+      const run = await store.recon(['run', '--json', '--metrics-file', metrics], { env });
+      expect(run.code, run.stderr).toBe(5);
+      expect(run.json.unavailable).toBe(1);
+      const text = fs.readFileSync(metrics, 'utf8');
+      expect(text).toMatch(/^recon_needs_review_operations 1$/m);
+      expect(text).toMatch(/^recon_run_provider_unavailable 1$/m);
+    } finally {
+      await store.release();
     }
-    const esc = await recon(['escalate', 'refund:b', '--reason', 'customer called'], { cwd: dir, env });
-    expect(esc.code, esc.stderr).toBe(0);
-    const metrics = path.join(dir, 'recon.prom');
-    const run = await recon(['run', '--json', '--metrics-file', metrics], { cwd: dir, env });
-    expect(run.code, run.stderr).toBe(5);
-    expect(run.json.unavailable).toBe(1);
-    const text = fs.readFileSync(metrics, 'utf8');
-    expect(text).toMatch(/^recon_needs_review_operations 1$/m);
-    expect(text).toMatch(/^recon_run_provider_unavailable 1$/m);
   });
 });
 
 describe('ops list', () => {
   it('says how many it did not show, and --json carries total', async () => {
     const dir = await withStore(tempDir());
-    const ops = Array.from({ length: 151 }, (_, i) => refund(`refund:ord_${1000 + i}`, { approval: undefined }));
-    expect((await recon(['ops', 'record', '-'], { cwd: dir, env: STRIPE_ENV, input: ndjson(ops) })).code).toBe(0);
-    const list = await recon(['ops', 'list', '--state', 'proposed'], { cwd: dir });
-    expect(list.code).toBe(0);
-    expect(list.stderr).toContain('showing 50 of 151; --limit N');
-    const json = await recon(['ops', 'list', '--json'], { cwd: dir });
-    expect(json.json.operations).toHaveLength(50);
-    expect(json.json.total).toBe(151);
+    const store = sharedStore(dir);
+    try {
+      const ops = Array.from({ length: 151 }, (_, i) => refund(`refund:ord_${1000 + i}`, { approval: undefined }));
+      expect((await store.recon(['ops', 'record', '-'], { env: STRIPE_ENV, input: ndjson(ops) })).code).toBe(0);
+      const list = await store.recon(['ops', 'list', '--state', 'proposed']);
+      expect(list.code).toBe(0);
+      expect(list.stderr).toContain('showing 50 of 151; --limit N');
+      const json = await store.recon(['ops', 'list', '--json']);
+      expect(json.json.operations).toHaveLength(50);
+      expect(json.json.total).toBe(151);
+    } finally {
+      await store.release();
+    }
   });
 });
 
@@ -140,9 +160,14 @@ describe('--json errors', () => {
 describe('ops submit', () => {
   it('prints its result on stdout', async () => {
     const dir = await withStore(configDir('http://127.0.0.1:9', { timeout: '1s' }));
-    await recon(['ops', 'record', '-'], { cwd: dir, env: STRIPE_ENV, input: ndjson([refund('refund:s1')]) });
-    const r = await recon(['ops', 'submit', 'refund:s1'], { cwd: dir, env: STRIPE_ENV });
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/refund:s1: attempt 1 → outcome_unknown/);
+    const store = sharedStore(dir);
+    try {
+      await store.recon(['ops', 'record', '-'], { env: STRIPE_ENV, input: ndjson([refund('refund:s1')]) });
+      const r = await store.recon(['ops', 'submit', 'refund:s1'], { env: STRIPE_ENV });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/refund:s1: attempt 1 → outcome_unknown/);
+    } finally {
+      await store.release();
+    }
   });
 });

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { inject } from 'vitest';
 import type { Db } from '../../src/store/db.js';
 import { openStore, type OpenStoreOptions } from '../../src/store/open.js';
+import { atFileEnd } from './file-end.js';
 import { createDatabase } from './postgres.js';
 
 export interface Backend {
@@ -34,12 +35,16 @@ const tempDirs: string[] = [];
 /** Temp folders of stores still open for later tests (world.ts's pool): removeTempStores leaves them. */
 const held = new Set<string>();
 
-/** Removes the temp folders of the embedded stores this file created; call in afterAll, after closing them. */
+/**
+ * Removes the temp folders of the embedded stores this file created, after closing them. Runs after
+ * every file (file-end.ts); a file may call it earlier, e.g. in an afterAll of its own.
+ */
 export function removeTempStores(): void {
   const keep = tempDirs.filter((dir) => held.has(dir));
   for (const dir of tempDirs.splice(0)) if (!held.has(dir)) fs.rmSync(dir, { recursive: true, force: true });
   tempDirs.push(...keep);
 }
+atFileEnd(removeTempStores);
 
 /**
  * Keeps the temp folder of the store at `url` (if it is one) from removeTempStores while that store
@@ -59,13 +64,16 @@ function tempStoreFolder(): string {
 
 // Creating a PGlite data folder (its initdb) and migrating it takes seconds; copying a closed,
 // migrated one takes milliseconds. global-setup.ts makes one per run; without it (a file run
-// with another config), one per test file (worker), made on first use.
+// with another config), one per worker, made on first use and kept (not a temp store of the file:
+// the worker may run other files after this one) until the worker exits.
 let pgliteTemplate: Promise<string> | undefined;
 function migratedPgliteTemplate(): Promise<string> {
   pgliteTemplate ??= (async () => {
     const made = inject('pgliteTemplate');
     if (made) return made;
-    const folder = tempStoreFolder();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-template-'));
+    process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+    const folder = path.join(dir, 'db');
     await (await openStore(`pglite:${folder}`)).close();
     return folder;
   })();
@@ -138,6 +146,11 @@ if (selected && selected !== 'pglite' && selected !== 'postgres') {
 }
 
 export const backends: Backend[] = [pglite, postgres].filter((b) => !selected || b.name === selected);
+
+/** Whether `b` is one of the run's own backends (not one a test made, e.g. through a pooler). */
+export function isRunBackend(b: Backend): boolean {
+  return b === pglite || b === postgres;
+}
 
 /**
  * Empties every recon table of an open store (the migrations' record stays), so that one store per

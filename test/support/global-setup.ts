@@ -6,12 +6,14 @@
  * - one migrated PGlite data folder that every embedded store of the run starts as a copy of
  *   (`inject('pgliteTemplate')`), and one without recon's schema for the migration tests
  *   (`inject('pgliteEmptyTemplate')`): creating a PGlite folder (its initdb) and migrating it
- *   costs seconds, copying one milliseconds.
+ *   costs seconds, copying one milliseconds. The initdb output is cached per PGlite version.
+ * The server and the PGlite templates are made at the same time.
  *
  * With RECON_TEST_BACKEND=pglite no server is started and `pgUrl` is ''; with =postgres no PGlite
  * template is made and `pgliteTemplate` is ''.
  */
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -37,10 +39,42 @@ async function pgliteTemplates(): Promise<{ migrated: string; empty: string; rem
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-template-'));
   const empty = path.join(root, 'empty');
   const migrated = path.join(root, 'migrated');
-  await (await openStore(`pglite:${empty}`, { autoMigrate: false, requireCurrent: false })).close();
+  fs.cpSync(await initdbFolder(), empty, { recursive: true });
   fs.cpSync(empty, migrated, { recursive: true });
   await (await openStore(`pglite:${migrated}`)).close();
   return { migrated, empty, remove: () => fs.rmSync(root, { recursive: true, force: true }) };
+}
+
+/**
+ * A closed PGlite data folder that has been through initdb only: what PGlite's first open of an
+ * empty folder writes, seconds of CPU (the WebAssembly initdb), the same every time for one PGlite
+ * version. So it is made once per installed version, in `node_modules/.cache/recon-test-pglite/
+ * <version>` (`npm ci` starts the cache afresh), and each run copies it. The migrated template is
+ * still made by every run, from the current migrations.
+ */
+async function initdbFolder(): Promise<string> {
+  // The package's root (its exports leave out package.json): the folder above its entry point.
+  let pkgRoot = path.dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite'));
+  while (!fs.existsSync(path.join(pkgRoot, 'package.json'))) pkgRoot = path.dirname(pkgRoot);
+  const pkg = JSON.parse(fs.readFileSync(path.join(pkgRoot, 'package.json'), 'utf8')) as { version: string };
+  const version = pkg.version;
+  // pkgRoot is <node_modules>/@electric-sql/pglite
+  const cacheRoot = path.join(path.resolve(pkgRoot, '../..'), '.cache', 'recon-test-pglite');
+  const target = path.join(cacheRoot, version);
+  const folder = path.join(target, 'db');
+  if (fs.existsSync(path.join(target, '.done'))) return folder;
+  fs.mkdirSync(cacheRoot, { recursive: true });
+  const tmp = fs.mkdtempSync(path.join(cacheRoot, `${version}.tmp-`));
+  try {
+    await (await openStore(`pglite:${path.join(tmp, 'db')}`, { autoMigrate: false, requireCurrent: false })).close();
+    fs.writeFileSync(path.join(tmp, '.done'), `@electric-sql/pglite@${version}\n`);
+    fs.renameSync(tmp, target);
+  } catch (err) {
+    fs.rmSync(tmp, { recursive: true, force: true });
+    // Another run made it meanwhile: theirs is as good as ours.
+    if (!fs.existsSync(path.join(target, '.done'))) throw err;
+  }
+  return folder;
 }
 
 async function postgresWithTemplate() {

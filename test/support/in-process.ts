@@ -43,6 +43,11 @@ export interface InProcessOptions extends CliOptions {
    * after the command): one PGlite per file or world instead of one per command. It stays open.
    */
   store?: Db;
+  /**
+   * The providers' back-off sleep (Deps' ProviderDeps): a test of what a failing provider leads to
+   * need not wait out recon's retry delays (~1 s a read against a provider answering 500).
+   */
+  providerSleep?: (ms: number) => Promise<void>;
 }
 
 class Buffered extends Writable {
@@ -85,7 +90,8 @@ async function runNow(args: string[], opts: InProcessOptions): Promise<CliResult
   const io = bufferIO({ input: opts.input });
   setDepsFactory((globals, command) => {
     // `command` decides, as in the binary, whether a missing embedded store may be created (ops record, init).
-    const deps = createDeps({ ...io, quiet: globals.quiet }, globals, env, cwd, command);
+    const providerDeps = opts.providerSleep ? { sleep: opts.providerSleep } : {};
+    const deps = createDeps({ ...io, quiet: globals.quiet }, globals, env, cwd, command, providerDeps);
     if (opts.now) deps.now = opts.now;
     const store = opts.store;
     // createDeps closes only a store it opened itself, so the shared one stays open.

@@ -13,7 +13,9 @@
  * A world closed with its store still open hands that store, emptied (`resetStore`), to the next
  * world the same file starts on the same backend: opening a PGlite store costs ~0.5–1 s of CPU,
  * emptying one milliseconds, and every world still starts from empty tables at the latest schema.
- * The file's last pooled stores are closed after its tests.
+ * Only the run's own backends (backends.ts) pool, each for itself; a test's own Backend (a pooler,
+ * a dedicated server) never gets a pooled store, nor leaves one. The file's last pooled stores are
+ * closed after its tests (file-end.ts), also when vitest runs several files in one worker.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -23,9 +25,9 @@ import { warehouseProviderConfig } from '../../src/sandbox/warehouse/provider-co
 import { startWarehouseSandbox, type WarehouseSandbox } from '../../src/sandbox/warehouse/server.js';
 import type { Db } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
-import { afterAll } from 'vitest';
-import { holdTempStore, removeTempStores, resetStore, type Backend } from './backends.js';
+import { holdTempStore, isRunBackend, resetStore, type Backend } from './backends.js';
 import { recon, spawnRecon, type CliOptions, type CliResult } from './cli.js';
+import { atFileEnd } from './file-end.js';
 import { runInProcess } from './in-process.js';
 
 export interface WorldOptions {
@@ -65,10 +67,11 @@ export interface World {
   close(): Promise<void>;
 }
 
-/** Open, emptied stores that closed worlds left, by backend name, with their URLs. */
-const pool = new Map<Backend['name'], { url: string; db: Db; unhold: () => void }>();
+/** Open, emptied stores that closed worlds of this file left, by backend (the run's own only), with their URLs. */
+const pool = new Map<Backend, { url: string; db: Db; unhold: () => void }>();
 
-afterAll(async () => {
+// After each file: its pooled stores are closed (then backends.ts removes their folders).
+atFileEnd(async () => {
   const stores = [...pool.values()];
   pool.clear();
   await Promise.all(
@@ -77,7 +80,6 @@ afterAll(async () => {
       s.unhold();
     }),
   );
-  removeTempStores();
 });
 
 export async function startWorld(o: WorldOptions): Promise<World> {
@@ -86,8 +88,8 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   const warehouse = o.warehouse ? await startWarehouseSandbox({ token: 'wh_token_test' }) : null;
   // A store at the latest schema (a copy of one migrated once per file, on PGlite): creating and
   // migrating an embedded store costs seconds, and every world needs a fresh one.
-  const pooled = pool.get(o.backend.name);
-  pool.delete(o.backend.name);
+  const pooled = pool.get(o.backend);
+  pool.delete(o.backend);
   // Held from removeTempStores while pooled only: in this world's hands it is a store like any other.
   pooled?.unhold();
   const storeUrl = pooled?.url ?? (await o.backend.migratedUrl());
@@ -169,10 +171,10 @@ export async function startWorld(o: WorldOptions): Promise<World> {
     async close() {
       const open = db && (await db.catch(() => null));
       db = undefined;
-      if (open && !pool.has(o.backend.name)) {
+      if (open && isRunBackend(o.backend) && !pool.has(o.backend)) {
         try {
           await resetStore(open);
-          pool.set(o.backend.name, { url: storeUrl, db: open, unhold: holdTempStore(storeUrl) });
+          pool.set(o.backend, { url: storeUrl, db: open, unhold: holdTempStore(storeUrl) });
         } catch {
           await open.close();
         }
