@@ -117,7 +117,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         async query<R>(sql: string, params?: unknown[]) {
           if (lost !== undefined) throw wrap(lost);
           try {
-            return normalise<R>(await client.query(sql, params));
+            return normalise<R>(await clientQuery(client, sql, params));
           } catch (err) {
             throw wrap(err);
           }
@@ -176,6 +176,21 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     },
   };
   return db;
+}
+
+/**
+ * A pooled client's query through its callback, in a promise of our own: the promise
+ * `client.query(sql, params)` returns (pg 8) kept every row it read alive through the next minor GC,
+ * so a long transaction promoted all its rows to the old space as garbage (an audit's report at
+ * a million refunds: 7 MB; `pool.query` already takes the callback path and promotes none;
+ * node --trace-gc-nvp).
+ */
+function clientQuery(client: PoolClient, sql: string, params?: unknown[]): Promise<PgResult | PgResult[]> {
+  return new Promise((resolve, reject) => {
+    client.query(sql, params ?? [], (err: Error | undefined, res: PgResult | PgResult[]) =>
+      err ? reject(err) : resolve(res),
+    );
+  });
 }
 
 function normalise<T>(res: PgResult | PgResult[]): QueryResult<T> {
