@@ -47,8 +47,13 @@ export class TokenBucket {
   private readonly intervalMs: number;
   private readonly now: () => number;
   private readonly sleep: Sleep;
-  /** Send times of the last `window.length` requests, a ring; empty when ratePerSec < 1 (spacing suffices). */
-  private readonly window: number[];
+  /**
+   * Send times of the last `windowSize` requests: appended until it holds that many, then a ring
+   * (grown as requests are sent: a bucket of 1,000,000/s must not allocate a million slots up
+   * front). `windowSize` is 0 when ratePerSec < 1 (spacing suffices).
+   */
+  private readonly window: number[] = [];
+  private readonly windowSize: number;
   private head = 0;
   private sent = 0;
   private nextAt = -Infinity;
@@ -64,7 +69,7 @@ export class TokenBucket {
     this.intervalMs = 1000 / ratePerSec;
     this.now = options.now ?? (() => performance.now());
     this.sleep = options.sleep ?? realSleep;
-    this.window = Number.isFinite(ratePerSec) && ratePerSec >= 1 ? new Array<number>(Math.floor(ratePerSec)) : [];
+    this.windowSize = Number.isFinite(ratePerSec) && ratePerSec >= 1 ? Math.floor(ratePerSec) : 0;
   }
 
   /** Resolves when a request may be sent. */
@@ -86,15 +91,16 @@ export class TokenBucket {
   private async acquire(): Promise<void> {
     for (;;) {
       const t = this.now();
-      const windowFull = this.window.length > 0 && this.sent >= this.window.length;
+      const windowFull = this.windowSize > 0 && this.sent >= this.windowSize;
       const ready = Math.max(this.nextAt, this.pausedUntil, windowFull ? this.window[this.head] + 1000 : -Infinity);
       if (t >= ready) {
         // Lateness up to CATCH_UP_MS is made up (the window rule still caps every second); more (a
         // quiet period, a pause) is not.
         this.nextAt = t - this.nextAt <= CATCH_UP_MS ? this.nextAt + this.intervalMs : t + this.intervalMs;
-        if (this.window.length > 0) {
-          this.window[this.head] = t;
-          this.head = (this.head + 1) % this.window.length;
+        if (this.windowSize > 0) {
+          if (this.window.length < this.windowSize) this.window.push(t);
+          else this.window[this.head] = t;
+          this.head = (this.head + 1) % this.windowSize;
           this.sent++;
         }
         return;
