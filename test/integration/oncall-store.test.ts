@@ -112,7 +112,9 @@ describe('recon run', () => {
       const esc = await store.recon(['escalate', 'refund:b', '--reason', 'customer called'], { env });
       expect(esc.code, esc.stderr).toBe(0);
       const metrics = path.join(dir, 'recon.prom');
-      const run = await store.recon(['run', '--json', '--metrics-file', metrics], { env });
+      // The provider's port is closed: recon retries each read; the back-off is not waited out here.
+      const providerSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.min(ms, 1)));
+      const run = await store.recon(['run', '--json', '--metrics-file', metrics], { env, providerSleep });
       expect(run.code, run.stderr).toBe(5);
       expect(run.json.unavailable).toBe(1);
       const text = fs.readFileSync(metrics, 'utf8');

@@ -64,7 +64,7 @@ export async function withStore(dir: string): Promise<string> {
  * process may take it (the embedded store admits one process); the next command opens it again.
  */
 export function sharedStore(dir: string): {
-  recon: (args: string[], opts?: CliOptions) => Promise<CliResult>;
+  recon: (args: string[], opts?: InProcessOptions) => Promise<CliResult>;
   release: () => Promise<void>;
 } {
   let db: Promise<Db> | undefined;
