@@ -119,6 +119,9 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
           try {
             return normalise<R>(await clientQuery(client, sql, params));
           } catch (err) {
+            // As pg's promise path did: a stack that leads back to the code that made the query
+            // (await keeps the async callers), not one that starts in the socket's data handler.
+            if (err instanceof Error) Error.captureStackTrace(err);
             throw wrap(err);
           }
         },
