@@ -8,25 +8,17 @@ import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { scanLedger } from '../../src/core/duplicates.js';
 import { openStore } from '../../src/store/open.js';
-import type { Provider, ProviderTxn } from '../../src/types.js';
-import { listingProvider } from '../support/listing-provider.js';
+import type { Provider } from '../../src/types.js';
+import { listedRefund, listingProvider } from '../support/listing-provider.js';
 import { backends } from '../support/backends.js';
 
 const postgres = backends.find((b) => b.name === 'postgres');
 
 function ledger(n: number): Provider {
-  const txns: ProviderTxn[] = Array.from({ length: n }, (_, i) => ({
-    provider_id: `re_${i}`,
-    status: 'succeeded',
-    state: 'confirmed',
-    amount: 500,
-    currency: 'usd',
-    operation_id: null,
-    client_reference: null,
-    group: `ch_${i}`,
-    created: new Date(Date.parse('2024-01-01T00:00:00Z') + i * 1000),
-  }));
-  return listingProvider(txns);
+  const t0 = Date.parse('2024-01-01T00:00:00Z');
+  return listingProvider(
+    Array.from({ length: n }, (_, i) => listedRefund(`re_${i}`, new Date(t0 + i * 1000), { group: `ch_${i}` })),
+  );
 }
 
 describe.skipIf(!postgres)('ledger index writes on PostgreSQL', () => {

@@ -14,7 +14,7 @@ import { validateOperation } from '../../src/core/validate.js';
 import type { Db } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
 import type { Provider, ProviderTxn, State } from '../../src/types.js';
-import { listingProvider } from '../support/listing-provider.js';
+import { listedRefund, listingProvider } from '../support/listing-provider.js';
 import { backends, removeTempStores, type Backend } from '../support/backends.js';
 import { runInProcess } from '../support/in-process.js';
 import { parsePrometheus } from '../support/prometheus.js';
@@ -120,18 +120,7 @@ async function buildHistory(db: Db): Promise<void> {
 
 /** A provider whose ledger holds two duplicate groups (one order twice; one charge twice within a minute) and a clean refund. */
 function fakeLedger(): Provider {
-  const txn = (id: string, o: Partial<ProviderTxn>): ProviderTxn => ({
-    provider_id: id,
-    status: 'succeeded',
-    state: 'confirmed',
-    amount: 500,
-    currency: 'usd',
-    operation_id: null,
-    client_reference: null,
-    group: null,
-    created: new Date(T0),
-    ...o,
-  });
+  const txn = (id: string, o: Partial<ProviderTxn>): ProviderTxn => listedRefund(id, new Date(T0), o);
   const ledger = [
     txn('re_1', { client_reference: 'order_1', operation_id: 'op_1', group: 'ch_a', amount: 100 }),
     txn('re_2', { client_reference: 'order_1', group: 'ch_b', amount: 200 }),
