@@ -552,8 +552,7 @@ describe('secrets are never printed', () => {
     await new Promise((resolve) => server?.close(resolve));
   });
   // recon retries each read of a provider that answers 500 (~1 s of back-off a read); here the
-  // back-off waits at most 1 ms: the retries are made all the same, only not waited out.
-  const providerSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.min(ms, 1)));
+  // back-off waits at most 1 ms (shortBackoff): the retries are made all the same, only not waited out.
 
   // Each command runs twice (without and with DEBUG); `n` gives a submit a fresh operation each time.
   it.each<[string, (n: number) => string[], (() => Promise<void>)?]>([
@@ -577,7 +576,7 @@ describe('secrets are never printed', () => {
       await before_?.();
       const args = argsFor(n);
       const before = hits;
-      const r = await runInProcess(args, { cwd: dir, env, providerSleep });
+      const r = await runInProcess(args, { cwd: dir, env, shortBackoff: true });
       expect(hits, `${args.join(' ')} reached the provider`).toBeGreaterThan(before);
       expect(r.stdout + r.stderr).not.toContain('SECRET123');
       // An error that reached bin/main.ts: with DEBUG its stack was printed too.
@@ -593,7 +592,7 @@ describe('secrets are never printed', () => {
       ['lookup', '--client-ref', 'ord_x', '--provider', 'stripe', '--json'],
       ['audit', 'duplicates', '--json'],
     ]) {
-      const r = await runInProcess(args, { cwd: dir, providerSleep });
+      const r = await runInProcess(args, { cwd: dir, shortBackoff: true });
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(5);
       if (args[0] === 'lookup' && args.includes('--json'))
         expect((JSON.parse(r.stdout) as { result: string }).result).toBe('unavailable');

@@ -113,8 +113,7 @@ describe('recon run', () => {
       expect(esc.code, esc.stderr).toBe(0);
       const metrics = path.join(dir, 'recon.prom');
       // The provider's port is closed: recon retries each read; the back-off is not waited out here.
-      const providerSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.min(ms, 1)));
-      const run = await store.recon(['run', '--json', '--metrics-file', metrics], { env, providerSleep });
+      const run = await store.recon(['run', '--json', '--metrics-file', metrics], { env, shortBackoff: true });
       expect(run.code, run.stderr).toBe(5);
       expect(run.json.unavailable).toBe(1);
       const text = fs.readFileSync(metrics, 'utf8');

@@ -44,11 +44,15 @@ export interface InProcessOptions extends CliOptions {
    */
   store?: Db;
   /**
-   * The providers' back-off sleep (Deps' ProviderDeps): a test of what a failing provider leads to
-   * need not wait out recon's retry delays (~1 s a read against a provider answering 500).
+   * The providers' retry back-off waits at most 1 ms (Deps' ProviderDeps sleep): a test of what a
+   * failing provider leads to still sees every retry made, without waiting out recon's delays
+   * (~1 s a read against a provider answering 500).
    */
-  providerSleep?: (ms: number) => Promise<void>;
+  shortBackoff?: boolean;
 }
+
+/** A sleep of at most 1 ms: `shortBackoff`'s. */
+const briefSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.min(ms, 1)));
 
 class Buffered extends Writable {
   text = '';
@@ -90,7 +94,7 @@ async function runNow(args: string[], opts: InProcessOptions): Promise<CliResult
   const io = bufferIO({ input: opts.input });
   setDepsFactory((globals, command) => {
     // `command` decides, as in the binary, whether a missing embedded store may be created (ops record, init).
-    const providerDeps = opts.providerSleep ? { sleep: opts.providerSleep } : {};
+    const providerDeps = opts.shortBackoff ? { sleep: briefSleep } : {};
     const deps = createDeps({ ...io, quiet: globals.quiet }, globals, env, cwd, command, providerDeps);
     if (opts.now) deps.now = opts.now;
     const store = opts.store;
