@@ -119,7 +119,7 @@ const CLOSE = '\n  ]\n}';
 
 /** The same document `printJson` writes for `{ duplicates, scans }`, byte for byte, one batch of groups at a time. */
 async function streamJson(out: Writable, db: Db, find: FindOptions, scans: DuplicateScan[]): Promise<number> {
-  await write(out, '{\n  "duplicates": [');
+  await write(out, OPEN);
   let n = 0;
   const total = await forEachDuplicate(db, find, async (batch) => {
     // The batch's elements as they stand in the whole document, in one JSON.stringify: no per-group
