@@ -144,6 +144,27 @@ describe.each(backends)('store on $name', (backend) => {
     expect(rows.rows).toEqual([{ id: 1 }]);
   });
 
+  // PostgreSQL only: PGlite runs a transaction's function from its own queue, where the async
+  // stack of the caller ends (its errors carry PGlite's stack, as they always have).
+  it.skipIf(backend.name !== 'postgres')(
+    'a failed query in a transaction has a stack that leads back to the code that made it',
+    async () => {
+      const db = await queryStore();
+      // A named caller, as in recon's core: with DEBUG, this stack is what a person reads.
+      async function callerOfTheQuery(): Promise<void> {
+        await db.transaction(async (tx) => {
+          await tx.query('SELECT 1 / $1::int', [0]);
+        });
+      }
+      const err = await callerOfTheQuery().then(
+        () => null,
+        (e: unknown) => e as Error,
+      );
+      expect(err?.message).toMatch(/division by zero/);
+      expect(err?.stack).toContain('callerOfTheQuery');
+    },
+  );
+
   it('returns bigint and numeric as numbers, jsonb as objects, timestamptz as Dates; rowCount counts changes', async () => {
     const db = await queryStore();
     const res = await db.query(
