@@ -169,6 +169,8 @@ export interface LookupQuery {
   /** The operation's payload, so adapters can find e.g. the charge/payment intent to list. */
   payload?: Record<string, unknown>;
   since?: Date;
+  /** When the operation was recorded: none of its side effects can be older (a ledger scan's reach). */
+  recorded_at?: Date;
 }
 
 export interface LookupResult {
@@ -221,6 +223,13 @@ export interface Provider {
    */
   validatePayload?(req: SubmitRequest): void;
   lookup(query: LookupQuery): Promise<LookupResult>;
+  /**
+   * Told the lookups a batch of `recon run` is about to make, so that the adapter can answer them
+   * from fewer requests (Stripe: one listing of the ledger, see providers/stripe/scan.ts). `backlog`:
+   * how many of this provider's operations the pass may decide in all (this batch and the next).
+   * Never throws; a lookup it cannot answer is made on its own as before.
+   */
+  prepareLookups?(queries: LookupQuery[], o: { backlog: number }): Promise<void>;
   /** Fetch one transaction by provider id; null when the provider says 404. */
   get(providerId: string): Promise<ProviderTxn | null>;
   /** Iterate the provider's ledger page by page (audits). Never collects into memory. */

@@ -16,6 +16,7 @@ export function lookupQueryFor(op: Operation) {
     idempotency_key: op.idempotency_key,
     client_reference: op.client_reference ?? undefined,
     payload: op.payload,
+    recorded_at: op.created_at,
   };
 }
 

@@ -6,7 +6,7 @@ import { limitConcurrency } from './ratelimit.js';
 import { decisionJson, type DecisionJson } from './decision-json.js';
 import { decisionWriter } from './decision-writer.js';
 import { historiesOf, type History } from './history.js';
-import { evaluate, reconcileOne } from './reconcile.js';
+import { evaluate, lookupQueryFor, reconcileOne } from './reconcile.js';
 import { listOperations } from './operations.js';
 import { isInFlight, RECONCILABLE_STATES, UNRESOLVED_SQL } from './states.js';
 
@@ -90,6 +90,8 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   // with this error once what is in flight has settled.
   let storeLost: Error | undefined;
   const seen: string[] = [];
+  // What the pass may decide, per provider: a provider's prepareLookups weighs a scan against it.
+  const backlog = o.dryRun ? new Map<string, number>() : await backlogByProvider(ctx, o.provider, limit);
   const claimNext = async (): Promise<{ batch: Operation[]; histories: Map<string, History> | null }> => {
     const size = Math.min(o.batchSize ?? 200, limit - summary.claimed);
     if (size <= 0) return { batch: [], histories: null };
@@ -98,8 +100,12 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
       : await claimBatch(ctx, providers, owner, size, o, seen, passStartedAt);
     summary.claimed += batch.length;
     seen.push(...batch.map((b) => b.id));
-    // The batch's histories in a few queries, read while nothing else may decide these operations (we hold their leases).
-    const histories = o.dryRun || batch.length === 0 ? null : await historiesOf(ctx.db, batch);
+    // The batch's histories in a few queries, read while nothing else may decide these operations (we
+    // hold their leases), and meanwhile the providers told which lookups are coming (prepareLookups).
+    const [histories] = await Promise.all([
+      o.dryRun || batch.length === 0 ? null : historiesOf(ctx.db, batch),
+      prepareLookups(providers, batch, backlog),
+    ]);
     return { batch, histories };
   };
   // Batches overlap: the next one is claimed while this one is looked up, and its lookups start when
@@ -203,6 +209,37 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   summary.decisions.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   summary.duration_ms = Date.now() - started;
   return summary;
+}
+
+/** Unresolved operations per provider (at most `limit`): what this pass may decide. */
+async function backlogByProvider(ctx: CoreContext, provider: string | undefined, limit: number) {
+  const { rows } = await ctx.db.query<{ provider: string; n: number }>(
+    `SELECT provider, count(*)::int AS n FROM recon.operations
+      WHERE state IN ${UNRESOLVED_SQL} AND ($1::text IS NULL OR provider = $1::text)
+      GROUP BY provider`,
+    [provider ?? null],
+  );
+  return new Map(rows.map((r) => [r.provider, Math.min(Number(r.n), limit)]));
+}
+
+/** Each provider's `prepareLookups` with its operations of the batch; trouble here only means lookups one by one. */
+async function prepareLookups(
+  providers: ProviderSource,
+  batch: Operation[],
+  backlog: Map<string, number>,
+): Promise<void> {
+  const byProvider = new Map<string, Operation[]>();
+  for (const op of batch) {
+    const ops = byProvider.get(op.provider);
+    if (ops) ops.push(op);
+    else byProvider.set(op.provider, [op]);
+  }
+  await Promise.all(
+    [...byProvider].map(async ([name, ops]) => {
+      const provider = await providers(name).catch(() => null);
+      await provider?.prepareLookups?.(ops.map(lookupQueryFor), { backlog: backlog.get(name) ?? ops.length });
+    }),
+  );
 }
 
 async function claimBatch(

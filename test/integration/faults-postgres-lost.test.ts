@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { submitOperation } from '../../src/core/submit.js';
 import { createProvider } from '../../src/providers/index.js';
+import { MIN_OPS } from '../../src/providers/stripe/scan.js';
 import { openStore } from '../../src/store/open.js';
 import type { Backend } from '../support/backends.js';
 import { collect } from '../support/cli.js';
@@ -37,11 +38,12 @@ describe('PostgreSQL lost mid-run', () => {
       open: async () => openStore(await createDatabase(server!.url)),
     };
     // Slow lookups and one in flight at a time, so the pass is still running when the server dies:
-    // 20 operations are 3 s of lookups, where the gate below is in place within a lookup or two of
-    // the first decision.
+    // 15 operations are 2.25 s of lookups, where the gate below is in place within a lookup or two of
+    // the first decision. Fewer than MIN_OPS, so each operation is looked up on its own (a batch of
+    // MIN_OPS or more is answered from one listing of the ledger: providers/stripe/scan.ts).
     world = await startWorld({ backend: dedicated, stripe: { refundStatus: 'pending', latencyMs: 150 } });
     const w = world;
-    const ops = Array.from({ length: 20 }, (_, i) => {
+    const ops = Array.from({ length: MIN_OPS - 1 }, (_, i) => {
       const pi = w.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
       return refundOp(`refund:lost_${i}`, pi.payment_intent, 100 + i);
     });

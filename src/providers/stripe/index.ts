@@ -10,6 +10,7 @@ import { classifyRefund, classifySubmitError, describeError, refundToTxn } from 
 import { createClient, type ClientDeps } from './client.js';
 import { listRefunds, lookupRefunds, planLookup } from './ledger.js';
 import { refundParams } from './payload.js';
+import { ledgerScan } from './scan.js';
 
 /** Event types whose `data.object` is a refund (`charge.refund.updated` included: its object is a refund too). */
 const REFUND_EVENT_TYPES = ['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated'];
@@ -22,6 +23,8 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
   const client = createClient(config, deps);
   const now = deps.now ?? (() => new Date());
   const where = `providers.${config.name}`;
+  // `recon run`'s batches are looked up from one listing of the ledger where that is cheaper (scan.ts).
+  const scan = ledgerScan(client);
 
   return {
     name: config.name,
@@ -49,7 +52,13 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
     },
 
     lookup(query) {
-      return lookupRefunds(client, planLookup(query, config.capabilities.keyRetentionMs, now()));
+      const plan = planLookup(query, config.capabilities.keyRetentionMs, now());
+      const scanned = scan.answer(query, plan);
+      return scanned ? Promise.resolve(scanned) : lookupRefunds(client, plan);
+    },
+
+    prepareLookups(queries, o) {
+      return scan.prepare(queries, o.backlog);
     },
 
     async get(providerId: string): Promise<ProviderTxn | null> {

@@ -53,7 +53,7 @@ export async function* listRefunds(client: StripeClient, range: ListRange): Asyn
   }
 }
 
-interface LookupPlan {
+export interface LookupPlan {
   params: Stripe.RefundListParams;
   isMatch: (txn: ProviderTxn) => boolean;
   /** Same charge, same amount, no recon metadata: shown to a human, never linked. */

@@ -1,0 +1,220 @@
+/**
+ * Issue 12: `recon run` finds the refunds of a large backlog from one listing of the ledger
+ * (providers/stripe/scan.ts) instead of one lookup per operation. The scan may only ever answer
+ * "found"; "nothing found", on which a retry is authorised, still comes from the operation's own
+ * lookup. The real stripe-node SDK against the Stripe sandbox; the sandbox's ledger is what counts.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { loadConfig, parseConfig } from '../../src/config/load.js';
+import type { LoadedConfig, StripeProviderConfig } from '../../src/config/types.js';
+import { submitOperation } from '../../src/core/submit.js';
+import { createProvider } from '../../src/providers/index.js';
+import { createClient } from '../../src/providers/stripe/client.js';
+import { planLookup } from '../../src/providers/stripe/ledger.js';
+import { ledgerScan, MAX_AGE_MS, MIN_OPS } from '../../src/providers/stripe/scan.js';
+import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
+import type { LookupQuery, Provider } from '../../src/types.js';
+import { backends, removeTempStores } from '../support/backends.js';
+import type { World } from '../support/world.js';
+import {
+  expectExit,
+  PAST_WINDOW_MS,
+  recordOk,
+  refundOp,
+  run,
+  show,
+  SLOW_STORE_TIMEOUT_MS,
+  startIncidentWorld,
+} from './incidents-support.js';
+
+afterAll(() => removeTempStores());
+vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
+
+const listRequests = (sb: StripeSandbox) => sb.stats.byRoute['GET /v1/refunds'] ?? 0;
+
+describe('the ledger scan, through stripe-node against the sandbox', () => {
+  let sandbox: StripeSandbox;
+  let loaded: LoadedConfig;
+  let config: StripeProviderConfig;
+  beforeAll(async () => {
+    sandbox = await startStripeSandbox();
+    loaded = parseConfig(
+      JSON.stringify({
+        providers: { stripe: { type: 'stripe', apiKey: sandbox.apiKey, apiBase: sandbox.url, rateLimit: 10_000 } },
+      }),
+      { path: '/nowhere/recon.config.json', env: {} },
+    );
+    config = loaded.providers.stripe as StripeProviderConfig;
+  });
+  afterAll(() => sandbox?.close());
+
+  let seq = 0;
+  /** `n` operations recorded now, each with its payment intent; `refunds[i]` refunds carry operation i's id. */
+  function backlog(n: number, refunds: (i: number) => number) {
+    const tag = `s${++seq}`;
+    return Array.from({ length: n }, (_, i): LookupQuery => {
+      const id = `op_${tag}_${i}`;
+      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      for (let k = 0; k < refunds(i); k++)
+        sandbox.seedRefund({ payment_intent, amount: 700, currency: 'usd', metadata: { recon_operation_id: id } });
+      return {
+        operation_id: id,
+        idempotency_key: id,
+        payload: { payment_intent, amount: 700, currency: 'usd' },
+        recorded_at: new Date(),
+      };
+    });
+  }
+
+  it('answers a batch of found operations from a few list pages, with what a lookup of each finds', async () => {
+    const queries = backlog(3 * MIN_OPS, (i) => (i % 3 === 0 ? 2 : 1));
+    const stripe = await createProvider('stripe', loaded);
+    const before = listRequests(sandbox);
+    await stripe.prepareLookups!(queries, { backlog: queries.length });
+    const answers = await Promise.all(queries.map((q) => stripe.lookup(q)));
+    const used = listRequests(sandbox) - before;
+    // One lookup each would be 48 requests.
+    expect(used).toBeLessThanOrEqual(2);
+
+    // The same lookups one by one, by a provider that never scanned: the same transactions.
+    const fresh = await createProvider('stripe', loaded);
+    for (const [i, q] of queries.entries()) {
+      const own = await fresh.lookup(q);
+      expect(answers[i].result).toBe(own.result);
+      expect(answers[i].matches.map((t) => t.provider_id).sort()).toEqual(own.matches.map((t) => t.provider_id).sort());
+      expect(answers[i].matches).toHaveLength(i % 3 === 0 ? 2 : 1);
+    }
+  });
+
+  it('never answers "nothing found": an operation without a refund in the scan is looked up on its own', async () => {
+    const queries = backlog(MIN_OPS, (i) => (i < MIN_OPS / 2 ? 1 : 0));
+    const stripe = await createProvider('stripe', loaded);
+    await stripe.prepareLookups!(queries, { backlog: queries.length });
+    const before = listRequests(sandbox);
+    const answers = await Promise.all(queries.map((q) => stripe.lookup(q)));
+    expect(answers.map((a) => a.result)).toEqual(queries.map((_, i) => (i < MIN_OPS / 2 ? 'found' : 'not_found')));
+    // The found half from the scan (no request), the other half one request each.
+    expect(listRequests(sandbox) - before).toBe(MIN_OPS / 2);
+  });
+
+  it('sees a refund created after the scan, before the next batch: the duplicate is found', async () => {
+    const first = backlog(MIN_OPS, () => 1);
+    const second = backlog(MIN_OPS, () => 1);
+    const stripe = await createProvider('stripe', loaded);
+    await stripe.prepareLookups!(first, { backlog: first.length + second.length });
+    expect((await stripe.lookup(second[3])).matches).toHaveLength(1);
+
+    // A late original request commits a second refund for an operation of the next batch.
+    const payload = second[3].payload as { payment_intent: string };
+    sandbox.seedRefund({
+      payment_intent: payload.payment_intent,
+      amount: 700,
+      currency: 'usd',
+      metadata: { recon_operation_id: second[3].operation_id! },
+    });
+    await stripe.prepareLookups!(second, { backlog: second.length });
+    const answer = await stripe.lookup(second[3]);
+    expect(answer.result).toBe('found');
+    expect(answer.matches).toHaveLength(2);
+  });
+
+  it('stops at a quarter of the backlog in pages when the ledger is far larger; the rest are looked up one by one', async () => {
+    const queries = backlog(MIN_OPS, () => 1);
+    // 1,000 newer refunds of others: 10 pages before the first of ours.
+    for (let i = 0; i < 1000; i++) {
+      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd' });
+    }
+    const stripe = await createProvider('stripe', loaded);
+    const before = listRequests(sandbox);
+    await stripe.prepareLookups!(queries, { backlog: queries.length });
+    expect(listRequests(sandbox) - before).toBe(MIN_OPS / 4);
+    const answers = await Promise.all(queries.map((q) => stripe.lookup(q)));
+    expect(answers.every((a) => a.result === 'found' && a.matches.length === 1)).toBe(true);
+    expect(listRequests(sandbox) - before).toBe(MIN_OPS / 4 + MIN_OPS);
+  });
+
+  it(`gives no answer from a scan not refreshed for ${MAX_AGE_MS / 1000} s`, async () => {
+    const queries = backlog(MIN_OPS, () => 1);
+    let t = 0;
+    const scan = ledgerScan(createClient(config), () => t);
+    // Allowed to list the whole ledger of this file: it holds the refunds of the tests before.
+    await scan.prepare(queries, 100_000);
+    const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date());
+    expect(scan.answer(queries[0], plan)?.result).toBe('found');
+    t = MAX_AGE_MS + 1;
+    expect(scan.answer(queries[0], plan)).toBeNull();
+  });
+
+  it('does not scan for a batch smaller than MIN_OPS', async () => {
+    const queries = backlog(MIN_OPS - 1, () => 1);
+    const stripe = await createProvider('stripe', loaded);
+    const before = listRequests(sandbox);
+    await stripe.prepareLookups!(queries, { backlog: 1000 });
+    expect(listRequests(sandbox)).toBe(before);
+  });
+});
+
+describe.each(backends)('recon run over a backlog, store on $name', (backend) => {
+  let world: World | undefined;
+  afterEach(async () => {
+    await world?.close();
+    world = undefined;
+  });
+
+  it('40 unknown outcomes, half committed: confirmed from the scan, the rest retried after their own lookups; one refund each', async () => {
+    world = await startIncidentWorld({ backend });
+    const w = world;
+    const N = 40;
+    const ops = Array.from({ length: N }, (_, i) => {
+      const pi = w.stripe.seedPaymentIntent({ amount: 10_000, currency: 'usd' });
+      return refundOp(`refund:scan_${String(i).padStart(2, '0')}`, pi.payment_intent, 100 + i);
+    });
+    await recordOk(world, ops);
+    // Each first attempt meets a fault on its own key: half committed then dropped, half never arrived.
+    for (const [i, op] of ops.entries()) {
+      world.stripe.faults.inject(
+        { kind: i % 2 === 0 ? 'commit_then_drop' : 'drop_before_commit' },
+        { idempotencyKey: op.id },
+      );
+    }
+    const config = await loadConfig({
+      flag: world.configPath,
+      env: {
+        STRIPE_API_KEY: world.stripe.apiKey,
+        STRIPE_WEBHOOK_SECRET: world.stripe.webhookSecret,
+        WAREHOUSE_TOKEN: 'wh_token_test',
+      },
+      cwd: world.dir,
+    });
+    const configured: Provider = await createProvider('stripe', config);
+    const provider = { ...configured, capabilities: { ...configured.capabilities, leaseMs: 120_000 } };
+    const ctx = { db: await world.db(), actor: 'test-arrange', now: () => w.now() };
+    const states = await Promise.all(
+      ops.map(async (op) => (await submitOperation(ctx, provider, op.id)).operation.state),
+    );
+    expect(new Set(states)).toEqual(new Set(['outcome_unknown']));
+    world.stripe.faults.clear();
+    expect(world.stripe.refunds()).toHaveLength(N / 2);
+
+    const before = listRequests(world.stripe);
+    const first = await run(world);
+    expect(first.code).toBe(0);
+    expect(first.summary.confirmed).toBe(N / 2);
+    expect(first.summary.waiting).toBe(N / 2);
+    // The committed half from one scan, the other half one lookup each: fewer requests than operations.
+    expect(listRequests(world.stripe) - before).toBeLessThanOrEqual(N / 2 + 2);
+
+    world.advance(PAST_WINDOW_MS);
+    const second = await run(world);
+    expect(second.code).toBe(0);
+    expect(second.summary.retried).toBe(N / 2);
+    for (const op of ops) expect(world.stripe.refunds({ payment_intent: op.payload.payment_intent })).toHaveLength(1);
+    expect(world.stripe.refunds()).toHaveLength(N);
+    const detail = await show(world, ops[0].id);
+    expect(detail.operation.state).toBe('confirmed');
+    expect(expectExit(await world.recon(['ops', 'list', '--unresolved', '--json']), 0).json).toMatchObject({
+      total: 0,
+    });
+  });
+});
