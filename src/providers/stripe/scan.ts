@@ -138,9 +138,15 @@ export function ledgerScan(client: StripeClient, clock: () => number = () => per
 
   const prepareNow = async (queries: LookupQuery[], backlog: number) => {
     const eligible = queries.filter((q) => q.operation_id && q.recorded_at);
-    if (eligible.length < MIN_OPS) return;
-    const since = Math.min(...eligible.map(reach));
     const now = clock();
+    if (eligible.length < MIN_OPS) {
+      // Too few to start a scan for, but one made for an earlier batch still answers what it covers:
+      // fresh as before any batch, or not at all (a duplicate created since that batch was claimed).
+      if (scan !== null && now - scan.startedAt > MAX_AGE_MS) scan = null;
+      else if (scan !== null) await refreshHead(scan);
+      return;
+    }
+    const since = Math.min(...eligible.map(reach));
     if (scan === null || now - scan.startedAt > MAX_AGE_MS || since < scan.since) {
       scan = {
         since,

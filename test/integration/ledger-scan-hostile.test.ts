@@ -1,0 +1,134 @@
+/**
+ * The ledger scan (providers/stripe/scan.ts) against ledgers that try to make it hide a duplicate:
+ * whatever `recon run` asks, an answer from the scan must hold every refund an operation's own
+ * lookup finds at that moment (two or more are a duplicate, `needs_review`), or there must be no
+ * answer and the operation is looked up on its own. The real stripe-node SDK against the Stripe
+ * sandbox; the sandbox's ledger is what counts.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import type { LoadedConfig, StripeProviderConfig } from '../../src/config/types.js';
+import { createProvider } from '../../src/providers/index.js';
+import { createClient } from '../../src/providers/stripe/client.js';
+import { planLookup } from '../../src/providers/stripe/ledger.js';
+import { ledgerScan, MAX_AGE_MS, MIN_OPS } from '../../src/providers/stripe/scan.js';
+import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
+import type { LookupQuery } from '../../src/types.js';
+
+describe('the ledger scan, against hostile ledgers', () => {
+  let sandbox: StripeSandbox;
+  let loaded: LoadedConfig;
+  let config: StripeProviderConfig;
+  beforeAll(async () => {
+    sandbox = await startStripeSandbox();
+    loaded = parseConfig(
+      JSON.stringify({
+        providers: { stripe: { type: 'stripe', apiKey: sandbox.apiKey, apiBase: sandbox.url, rateLimit: 10_000 } },
+      }),
+      { path: '/nowhere/recon.config.json', env: {} },
+    );
+    config = loaded.providers.stripe as StripeProviderConfig;
+  });
+  afterAll(() => sandbox?.close());
+
+  const nowS = () => Math.floor(Date.now() / 1000);
+  let seq = 0;
+  /** `n` operations, each with its payment intent and one refund carrying its id (created `createdS`, default now). */
+  function backlog(n: number, o: { recordedAt?: Date; createdS?: number; status?: string } = {}) {
+    const tag = `h${++seq}`;
+    return Array.from({ length: n }, (_, i): LookupQuery => {
+      const id = `op_${tag}_${i}`;
+      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      sandbox.seedRefund({
+        payment_intent,
+        amount: 700,
+        currency: 'usd',
+        metadata: { recon_operation_id: id },
+        created: o.createdS,
+        status: o.status,
+      });
+      return {
+        operation_id: id,
+        idempotency_key: id,
+        payload: { payment_intent, amount: 700, currency: 'usd' },
+        recorded_at: o.recordedAt ?? new Date(),
+      };
+    });
+  }
+
+  /** A second refund for `q`'s operation: a late original request committed after all. */
+  function duplicate(q: LookupQuery, createdS?: number) {
+    const { payment_intent } = q.payload as { payment_intent: string };
+    return sandbox.seedRefund({
+      payment_intent,
+      amount: 700,
+      currency: 'usd',
+      metadata: { recon_operation_id: q.operation_id! },
+      created: createdS,
+    });
+  }
+
+  const ids = (r: { matches: { provider_id: string }[] }) => r.matches.map((t) => t.provider_id).sort();
+
+  it('a batch too small to scan for is not answered from the listing made before the last batch: the duplicate is found', async () => {
+    // `recon run`'s last batch is often small (the backlog's remainder): prepareLookups with fewer
+    // than MIN_OPS operations. The scan made for the batch before covers them all the same.
+    const first = backlog(MIN_OPS);
+    const last = backlog(MIN_OPS - 1);
+    const stripe = await createProvider('stripe', loaded);
+    await stripe.prepareLookups!(first, { backlog: first.length + last.length });
+    expect((await stripe.lookup(first[0])).result).toBe('found');
+
+    // While the first batch is decided, a late original request commits a second refund for an
+    // operation of the last batch.
+    duplicate(last[3]);
+    expect(sandbox.refunds({ metadataOperationId: last[3].operation_id! })).toHaveLength(2);
+
+    await stripe.prepareLookups!(last, { backlog: last.length });
+    const answer = await stripe.lookup(last[3]);
+    const own = await (await createProvider('stripe', loaded)).lookup(last[3]);
+    expect(own.matches).toHaveLength(2);
+    expect(answer.result).toBe('found');
+    expect(ids(answer)).toEqual(ids(own));
+  });
+
+  it('an operation whose older refund lies past where the walk back stopped gets its own lookup: both refunds are found', async () => {
+    // Recorded 10 minutes ago; its first refund 100 s ago, then 1,000 refunds of others, then a
+    // second refund of it now. A batch of MIN_OPS may list MIN_OPS / 4 pages: the newer refund is
+    // listed, the older one is not, so the scan does not cover the operation and must not answer.
+    const [q] = backlog(1, { recordedAt: new Date(Date.now() - 600_000), createdS: nowS() - 100 });
+    for (let i = 0; i < 1000; i++) {
+      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd', created: nowS() - 50 });
+    }
+    const others = backlog(MIN_OPS - 1);
+    duplicate(q);
+    expect(sandbox.refunds({ metadataOperationId: q.operation_id! })).toHaveLength(2);
+
+    const stripe = await createProvider('stripe', loaded);
+    await stripe.prepareLookups!([q, ...others], { backlog: MIN_OPS });
+    const answer = await stripe.lookup(q);
+    expect(answer.result).toBe('found');
+    expect(answer.matches).toHaveLength(2);
+  });
+
+  it(`follows a refund's status change once the scan is ${MAX_AGE_MS / 1000} s old: pending, then succeeded`, async () => {
+    // Refunds already listed are not listed again by the head refresh: only a scan started again sees
+    // their new status, as the operation's own lookup does.
+    const queries = backlog(MIN_OPS, { status: 'pending' });
+    let t = 0;
+    const scan = ledgerScan(createClient(config), () => t);
+    // Allowed to list the whole ledger of this file: it holds the refunds of the tests before.
+    await scan.prepare(queries, 100_000);
+    const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date());
+    expect(scan.answer(queries[0], plan)?.result).toBe('pending');
+
+    const [refund] = sandbox.refunds({ metadataOperationId: queries[0].operation_id! });
+    sandbox.setRefundStatus(refund.id, 'succeeded');
+    t = MAX_AGE_MS + 1;
+    await scan.prepare(queries, 100_000);
+    const answer = scan.answer(queries[0], plan);
+    expect(answer?.result).toBe('found');
+    expect(answer?.matches.map((m) => m.state)).toEqual(['confirmed']);
+  });
+});
