@@ -19,8 +19,11 @@ describe('the ledger scan, against hostile ledgers', () => {
   let sandbox: StripeSandbox;
   let loaded: LoadedConfig;
   let config: StripeProviderConfig;
+  // The sandbox's clock (object timestamps, `hide`): moved forward by the delayed-indexing case.
+  let offsetMs = 0;
+  const sandboxNow = () => Date.now() + offsetMs;
   beforeAll(async () => {
-    sandbox = await startStripeSandbox();
+    sandbox = await startStripeSandbox({ now: sandboxNow });
     loaded = parseConfig(
       JSON.stringify({
         providers: { stripe: { type: 'stripe', apiKey: sandbox.apiKey, apiBase: sandbox.url, rateLimit: 10_000 } },
@@ -31,7 +34,7 @@ describe('the ledger scan, against hostile ledgers', () => {
   });
   afterAll(() => sandbox?.close());
 
-  const nowS = () => Math.floor(Date.now() / 1000);
+  const nowS = () => Math.floor(sandboxNow() / 1000);
   let seq = 0;
   /** `n` operations, each with its payment intent and one refund carrying its id (created `createdS`, default now). */
   function backlog(n: number, o: { recordedAt?: Date; createdS?: number; status?: string } = {}) {
@@ -51,7 +54,7 @@ describe('the ledger scan, against hostile ledgers', () => {
         operation_id: id,
         idempotency_key: id,
         payload: { payment_intent, amount: 700, currency: 'usd' },
-        recorded_at: o.recordedAt ?? new Date(),
+        recorded_at: o.recordedAt ?? new Date(sandboxNow()),
       };
     });
   }
@@ -96,7 +99,7 @@ describe('the ledger scan, against hostile ledgers', () => {
     // Recorded 10 minutes ago; its first refund 100 s ago, then 1,000 refunds of others, then a
     // second refund of it now. A batch of MIN_OPS may list MIN_OPS / 4 pages: the newer refund is
     // listed, the older one is not, so the scan does not cover the operation and must not answer.
-    const [q] = backlog(1, { recordedAt: new Date(Date.now() - 600_000), createdS: nowS() - 100 });
+    const [q] = backlog(1, { recordedAt: new Date(sandboxNow() - 600_000), createdS: nowS() - 100 });
     for (let i = 0; i < 1000; i++) {
       const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
       sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd', created: nowS() - 50 });
@@ -131,4 +134,40 @@ describe('the ledger scan, against hostile ledgers', () => {
     expect(answer?.result).toBe('found');
     expect(answer?.matches.map((m) => m.state)).toEqual(['confirmed']);
   });
+
+  // KNOWN GAP, not fixed (see the report of branch scan-review): the head refresh lists the refunds
+  // *created* after the newest one listed (`ending_before`), so a refund committed before that one
+  // but indexed after it (the sandbox's `hide` fault: delayed indexing) is never listed until the
+  // scan is started again (MAX_AGE_MS after it began). Meanwhile the scan answers with one refund
+  // where the operation's own lookup finds two. `it.fails` passes while the gap is there: make it
+  // `it` once it is closed.
+  it.fails(
+    'a duplicate indexed late, after a newer refund was listed, is found as its own lookup finds it',
+    async () => {
+      const queries = backlog(MIN_OPS);
+      const stripe = await createProvider('stripe', loaded);
+      await stripe.prepareLookups!(queries, { backlog: 100_000 });
+      const q = queries[3];
+      const { payment_intent } = q.payload as { payment_intent: string };
+      // A second refund for the operation, committed but not yet visible to lists for 2 s...
+      sandbox.faults.inject({ kind: 'hide', ms: 2000 });
+      await createClient(config).stripe.refunds.create({
+        payment_intent,
+        amount: 700,
+        metadata: { recon_operation_id: q.operation_id! },
+      });
+      // ... and a refund of someone else's, visible at once, listed by the next batch's refresh.
+      const other = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      sandbox.seedRefund({ payment_intent: other.payment_intent, amount: 100, currency: 'usd' });
+      await stripe.prepareLookups!(queries, { backlog: 100_000 });
+      // The duplicate is indexed; the batch after that is prepared (its refresh lists nothing new).
+      offsetMs += 3000;
+      await stripe.prepareLookups!(queries, { backlog: 100_000 });
+
+      expect(sandbox.refunds({ metadataOperationId: q.operation_id! })).toHaveLength(2);
+      const own = await (await createProvider('stripe', loaded)).lookup(q);
+      expect(own.matches).toHaveLength(2);
+      expect(ids(await stripe.lookup(q))).toEqual(ids(own));
+    },
+  );
 });

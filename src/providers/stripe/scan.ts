@@ -20,7 +20,10 @@
  * - fresh: before each batch the refunds created since the last listing are listed
  *   (`ending_before` the newest seen: usually one request), so a duplicate created before the batch
  *   was claimed is seen as a lookup would see it; a scan older than `MAX_AGE_MS` is started again,
- *   so that status changes of older refunds (pending → succeeded) are not missed for longer.
+ *   so that status changes of older refunds (pending → succeeded) are not missed for longer. Nor
+ *   are refunds indexed late (committed before the newest one listed, visible to lists only after
+ *   it was): `ending_before` never lists them, so until the scan starts again an answer can miss one
+ *   that the operation's own lookup would find (ledger-scan-hostile.test.ts, its `it.fails` case).
  *
  * Only refunds carrying recon metadata are kept (memory is bounded by recon's own refunds in the
  * window). Look-alikes without metadata are listed by an operation's own lookup only: an answer from
