@@ -237,7 +237,11 @@ async function prepareLookups(
   await Promise.all(
     [...byProvider].map(async ([name, ops]) => {
       const provider = await providers(name).catch(() => null);
-      await provider?.prepareLookups?.(ops.map(lookupQueryFor), { backlog: backlog.get(name) ?? ops.length });
+      try {
+        await provider?.prepareLookups?.(ops.map(lookupQueryFor), { backlog: backlog.get(name) ?? ops.length });
+      } catch {
+        // A module provider's trouble: its operations are looked up one by one.
+      }
     }),
   );
 }

@@ -5,15 +5,23 @@
  * answer and the operation is looked up on its own. The real stripe-node SDK against the Stripe
  * sandbox; the sandbox's ledger is what counts.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import type { LoadedConfig, StripeProviderConfig } from '../../src/config/types.js';
+import type { CoreContext } from '../../src/core/context.js';
+import { recordOperations } from '../../src/core/record.js';
+import { runPass } from '../../src/core/run.js';
+import { validateOperation } from '../../src/core/validate.js';
 import { createProvider } from '../../src/providers/index.js';
 import { createClient } from '../../src/providers/stripe/client.js';
 import { planLookup } from '../../src/providers/stripe/ledger.js';
 import { ledgerScan, MAX_AGE_MS, MIN_OPS } from '../../src/providers/stripe/scan.js';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
-import type { LookupQuery } from '../../src/types.js';
+import type { Db } from '../../src/store/db.js';
+import type { LookupQuery, Provider } from '../../src/types.js';
+import { backends, removeTempStores } from '../support/backends.js';
+
+afterAll(() => removeTempStores());
 
 describe('the ledger scan, against hostile ledgers', () => {
   let sandbox: StripeSandbox;
@@ -170,4 +178,55 @@ describe('the ledger scan, against hostile ledgers', () => {
       expect(ids(await stripe.lookup(q))).toEqual(ids(own));
     },
   );
+});
+
+describe.each(backends)('recon run when a provider fails to prepare its lookups, store on $name', (backend) => {
+  let db: Db | undefined;
+  let sandbox: StripeSandbox | undefined;
+  afterEach(async () => {
+    await db?.close();
+    await sandbox?.close();
+  });
+
+  it('decides each operation from its own lookup: a prepareLookups that throws is not the end of the pass', async () => {
+    // prepareLookups "never throws" (types.ts), but a module provider (SPEC §6) may: that is only
+    // lookups one by one, as run.ts says, never a pass that stops with its batch claimed.
+    db = await backend.open();
+    sandbox = await startStripeSandbox();
+    const sb = sandbox;
+    const ctx: CoreContext = { db, actor: 'test', now: () => new Date() };
+    const ops = Array.from({ length: MIN_OPS }, (_, i) => {
+      const { payment_intent } = sb.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      const id = `refund:prep_${i}`;
+      sb.seedRefund({ payment_intent, amount: 700, currency: 'usd', metadata: { recon_operation_id: id } });
+      return validateOperation(
+        {
+          id,
+          provider: 'stripe',
+          action: 'refund',
+          payload: { payment_intent, amount: 700, currency: 'usd' },
+          approval: 'T-1',
+        },
+        ['stripe'],
+      );
+    });
+    await recordOperations(ctx, ops);
+    // Each first attempt ended without an answer (the refund committed all the same).
+    await db.query(
+      `UPDATE recon.operations SET state = 'outcome_unknown', attempt_count = 1, first_attempt_at = now()`,
+    );
+    const loaded = parseConfig(
+      JSON.stringify({
+        providers: { stripe: { type: 'stripe', apiKey: sb.apiKey, apiBase: sb.url, rateLimit: 10_000 } },
+      }),
+      { path: '/nowhere/recon.config.json', env: {} },
+    );
+    const stripe = await createProvider('stripe', loaded);
+    const failing: Provider = { ...stripe, prepareLookups: () => Promise.reject(new Error('cannot prepare')) };
+
+    const summary = await runPass(ctx, async () => failing);
+    expect(summary.errors).toEqual([]);
+    expect(summary.confirmed).toBe(MIN_OPS);
+    for (const op of ops) expect(sb.refunds({ metadataOperationId: op.id })).toHaveLength(1);
+  });
 });
