@@ -134,7 +134,20 @@ describe('the ledger scan, through stripe-node against the sandbox', () => {
     expect(listRequests(sandbox) - before).toBe(MIN_OPS / 4 + MIN_OPS);
   });
 
-  it(`gives no answer from a scan not refreshed for ${MAX_AGE_MS / 1000} s`, async () => {
+  it('lists at most a quarter of the backlog in pages over a whole pass, scans started again included', async () => {
+    const queries = backlog(MIN_OPS, () => 1);
+    for (let i = 0; i < 500; i++) {
+      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd' });
+    }
+    let t = 0;
+    const scan = ledgerScan(createClient(config), () => t);
+    const before = listRequests(sandbox);
+    for (let batch = 0; batch < 4; batch++, t += MAX_AGE_MS + 1) await scan.prepare(queries, queries.length);
+    expect(listRequests(sandbox) - before).toBe(MIN_OPS / 4);
+  });
+
+  it(`gives no answer from a scan begun more than ${MAX_AGE_MS / 1000} s before`, async () => {
     const queries = backlog(MIN_OPS, () => 1);
     let t = 0;
     const scan = ledgerScan(createClient(config), () => t);

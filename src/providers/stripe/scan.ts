@@ -20,10 +20,12 @@
  * - fresh: before each batch the refunds created since the last listing are listed
  *   (`ending_before` the newest seen: usually one request), so a duplicate created before the batch
  *   was claimed is seen as a lookup would see it; a scan older than `MAX_AGE_MS` is started again,
- *   so that status changes of older refunds (pending → succeeded) are not missed for longer. Nor
- *   are refunds indexed late (committed before the newest one listed, visible to lists only after
- *   it was): `ending_before` never lists them, so until the scan starts again an answer can miss one
- *   that the operation's own lookup would find (ledger-scan-hostile.test.ts, its `it.fails` case).
+ *   and no answer is given from a scan older than that. What such a scan can miss, and an
+ *   operation's own lookup would see: a status change of a refund listed earlier (pending →
+ *   succeeded), and a refund indexed late (committed before the newest one listed, visible to lists
+ *   only after it was: `ending_before` never lists it). So an answer is as old as `MAX_AGE_MS` at
+ *   most for those, and as fresh as its batch for refunds created since: a duplicate indexed late is
+ *   found by the next scan, as a lookup made before it was indexed finds it only at the next pass.
  *
  * Only refunds carrying recon metadata are kept (memory is bounded by recon's own refunds in the
  * window). Look-alikes without metadata are listed by an operation's own lookup only: an answer from
@@ -63,8 +65,6 @@ interface Scan {
   tailCreated: number;
   complete: boolean;
   pages: number;
-  /** Pages the walk back may still list: a quarter of the backlog it was started for. */
-  allowance: number;
   byOperation: Map<string, Map<string, Scanned>>;
 }
 
@@ -83,6 +83,12 @@ const reach = (q: LookupQuery) => Math.floor(q.recorded_at!.getTime() / 1000) - 
 
 export function ledgerScan(client: StripeClient, clock: () => number = () => performance.now()): LedgerScan {
   let scan: Scan | null = null;
+  /**
+   * Pages the walks back may still list, in all (scans started again included): a quarter of the
+   * backlog of the first batch prepared, so that scanning costs at most a quarter more requests
+   * than looking each operation up, whatever the ledger and however long the pass.
+   */
+  let budget: number | null = null;
   // One listing at a time: `recon run` prepares the next batch while the current one is decided.
   let queue: Promise<void> = Promise.resolve();
 
@@ -160,15 +166,15 @@ export function ledgerScan(client: StripeClient, clock: () => number = () => per
         tailCreated: Infinity,
         complete: false,
         pages: 0,
-        allowance: Math.ceil(Math.max(backlog, eligible.length) / 4),
         byOperation: new Map(),
       };
     } else {
       await refreshHead(scan);
     }
     const s = scan;
-    while (!s.complete && s.allowance > 0 && !eligible.every((q) => covers(s, q))) {
-      s.allowance--;
+    budget ??= Math.ceil(Math.max(backlog, eligible.length) / 4);
+    while (!s.complete && budget > 0 && !eligible.every((q) => covers(s, q))) {
+      budget--;
       await walkBack(s);
     }
   };
@@ -186,7 +192,9 @@ export function ledgerScan(client: StripeClient, clock: () => number = () => per
     answer(query, plan) {
       const s = scan;
       if (!s || !query.operation_id || !query.recorded_at || s.head === null) return null;
-      if (clock() - s.refreshedAt > MAX_AGE_MS || !covers(s, query)) return null;
+      // Older than MAX_AGE_MS since it began: what it listed then may have changed since (a status,
+      // a refund indexed late), and the next batch starts it again.
+      if (clock() - s.startedAt > MAX_AGE_MS || !covers(s, query)) return null;
       const scope = plan.params;
       const since = typeof scope.created === 'object' ? scope.created.gte : undefined;
       const matches = [...(s.byOperation.get(query.operation_id)?.values() ?? [])]
