@@ -45,6 +45,12 @@ export const MIN_OPS = 16;
 /** A scan is started again after this long: status changes of refunds already listed are not followed. */
 export const MAX_AGE_MS = 30_000;
 const PAGE_SIZE = 100;
+/**
+ * Pages listed before one batch is looked up: the batch is claimed under its lease meanwhile (2
+ * minutes by default), and 200 pages take 8 s at Stripe's test-mode 25 reads/s. A ledger longer than
+ * that is walked on over the next batches, whose operations it covers by then.
+ */
+const PAGES_PER_BATCH = 200;
 
 interface Scanned {
   txn: ProviderTxn;
@@ -173,7 +179,8 @@ export function ledgerScan(client: StripeClient, clock: () => number = () => per
     }
     const s = scan;
     budget ??= Math.ceil(Math.max(backlog, eligible.length) / 4);
-    while (!s.complete && budget > 0 && !eligible.every((q) => covers(s, q))) {
+    for (let pages = 0; !s.complete && budget > 0 && pages < PAGES_PER_BATCH; pages++) {
+      if (eligible.every((q) => covers(s, q))) break;
       budget--;
       await walkBack(s);
     }
