@@ -23,9 +23,13 @@ export async function openPglite(displayUrl: string, dataDir?: string): Promise<
   let pg: PGlite;
   try {
     if (absDir) mkdir(absDir, displayUrl);
+    const files = runtimeFiles();
     const { PGlite } = await import('@electric-sql/pglite');
     // PGlite already returns int8 as a number; numeric (amount sums) comes back as text otherwise.
-    pg = await PGlite.create(absDir, { parsers: { [NUMERIC_OID]: (v: string) => Number(v) } });
+    pg = await PGlite.create(absDir, {
+      parsers: { [NUMERIC_OID]: (v: string) => Number(v) },
+      ...(await files),
+    });
   } catch (err) {
     lock?.release();
     if (err instanceof ReconError) throw err;
@@ -59,6 +63,29 @@ export async function openPglite(displayUrl: string, dataDir?: string): Promise<
       }
     },
   };
+}
+
+/**
+ * PGlite's compiled PostgreSQL (pglite.wasm, 9 MB) and its file bundle (pglite.data, 6 MB), read and
+ * compiled while its JavaScript is imported, and once per process: PGlite.create reads and compiles
+ * them itself, one after the other, on every call. Should the package lay its files out otherwise,
+ * PGlite finds them itself, as before.
+ */
+let runtime: Promise<{ pgliteWasmModule?: WebAssembly.Module; fsBundle?: Blob }> | undefined;
+function runtimeFiles() {
+  runtime ??= (async () => {
+    try {
+      const dist = new URL('.', import.meta.resolve('@electric-sql/pglite'));
+      const [wasm, data] = await Promise.all([
+        fs.promises.readFile(new URL('pglite.wasm', dist)).then((bytes) => WebAssembly.compile(bytes)),
+        fs.promises.readFile(new URL('pglite.data', dist)),
+      ]);
+      return { pgliteWasmModule: wasm, fsBundle: new Blob([data]) };
+    } catch {
+      return {};
+    }
+  })();
+  return runtime;
 }
 
 async function run<T>(target: PGlite | Transaction, sql: string, params?: unknown[]): Promise<QueryResult<T>> {
