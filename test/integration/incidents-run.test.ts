@@ -4,9 +4,6 @@
  * against one PostgreSQL. Each asserts on the provider's ledger and the CLI's `--json`.
  */
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { loadConfig } from '../../src/config/load.js';
-import { submitOperation } from '../../src/core/submit.js';
-import { createProvider } from '../../src/providers/index.js';
 import { openStore } from '../../src/store/open.js';
 import { backends, removeTempStores } from '../support/backends.js';
 import { collect, type CliResult } from '../support/cli.js';
@@ -24,6 +21,7 @@ import {
   sleep,
   submit,
   type RunJson,
+  arrangeUnknownOutcomes,
 } from './incidents-support.js';
 
 afterAll(() => removeTempStores());
@@ -178,37 +176,7 @@ describe.each(postgresOnly)('incident 7, store on $name', (backend) => {
     });
     await recordOk(world, ops);
 
-    // Arrange in process (a CLI process per submit would take minutes): each first attempt meets a
-    // fault on its own key — half committed then dropped, half never arrived — so all end unknown.
-    for (const [i, op] of ops.entries()) {
-      world.stripe.faults.inject(
-        { kind: i % 2 === 0 ? 'commit_then_drop' : 'drop_before_commit' },
-        { idempotencyKey: op.id },
-      );
-    }
-    const env = {
-      STRIPE_API_KEY: world.stripe.apiKey,
-      STRIPE_WEBHOOK_SECRET: world.stripe.webhookSecret,
-      WAREHOUSE_TOKEN: 'wh_token_test',
-    };
-    const config = await loadConfig({ flag: world.configPath, env, cwd: world.dir });
-    const configured = await createProvider('stripe', config);
-    // A long lease for the arrangement only: 240 submits at once wait on the client's rate limit and
-    // stripe-node's reconnect back-off, and each attempt gives its lease back when it finishes.
-    const provider = { ...configured, capabilities: { ...configured.capabilities, leaseMs: 120_000 } };
-    const db = await openStore(world.storeUrl);
-    try {
-      const ctx = { db, actor: 'test-arrange', now: () => new Date() };
-      const states = await Promise.all(
-        ops.map(async (op) => (await submitOperation(ctx, provider, op.id)).operation.state),
-      );
-      expect(new Set(states)).toEqual(new Set(['outcome_unknown']));
-    } finally {
-      await db.close();
-    }
-    world.stripe.faults.clear();
-    const committed = new Set(ops.filter((_, i) => i % 2 === 0).map((o) => o.id));
-    expect(world.stripe.refunds()).toHaveLength(N / 2);
+    const committed = await arrangeUnknownOutcomes(world, ops);
 
     // "At once", made exact: a share lock on recon.operations holds both workers at their first
     // claim (after each pass has begun, before either has handled anything) until both wait on it.

@@ -3,6 +3,9 @@
  * the CLI, and how far past the configured uncertainty window to move the clock.
  */
 import { expect } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
+import { submitOperation } from '../../src/core/submit.js';
+import { createProvider } from '../../src/providers/index.js';
 import type { CliResult } from '../support/cli.js';
 import { startWorld, type World, type WorldOptions } from '../support/world.js';
 
@@ -104,4 +107,36 @@ export interface RunJson {
 /** `startWorld` (kept as the incidents' name for it: a fresh store at the latest schema per incident). */
 export function startIncidentWorld(o: WorldOptions): Promise<World> {
   return startWorld(o);
+}
+
+/**
+ * Every operation's first attempt made in process (a CLI process per submit would take minutes),
+ * each meeting a fault on its own key: the even ones committed then dropped, the odd ones never
+ * arrived. All end outcome_unknown; returns the ids whose refund exists at the provider.
+ */
+export async function arrangeUnknownOutcomes(world: World, ops: { id: string }[]): Promise<Set<string>> {
+  for (const [i, op] of ops.entries()) {
+    world.stripe.faults.inject(
+      { kind: i % 2 === 0 ? 'commit_then_drop' : 'drop_before_commit' },
+      { idempotencyKey: op.id },
+    );
+  }
+  const env = {
+    STRIPE_API_KEY: world.stripe.apiKey,
+    STRIPE_WEBHOOK_SECRET: world.stripe.webhookSecret,
+    WAREHOUSE_TOKEN: 'wh_token_test',
+  };
+  const configured = await createProvider('stripe', await loadConfig({ flag: world.configPath, env, cwd: world.dir }));
+  // A long lease for the arrangement only: hundreds of submits at once wait on the client's rate
+  // limit and stripe-node's reconnect back-off, and each attempt gives its lease back when it finishes.
+  const provider = { ...configured, capabilities: { ...configured.capabilities, leaseMs: 120_000 } };
+  const ctx = { db: await world.db(), actor: 'test-arrange', now: () => world.now() };
+  const states = await Promise.all(
+    ops.map(async (op) => (await submitOperation(ctx, provider, op.id)).operation.state),
+  );
+  expect(new Set(states)).toEqual(new Set(['outcome_unknown']));
+  world.stripe.faults.clear();
+  const committed = new Set(ops.filter((_, i) => i % 2 === 0).map((o) => o.id));
+  expect(world.stripe.refunds()).toHaveLength(committed.size);
+  return committed;
 }

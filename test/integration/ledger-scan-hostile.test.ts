@@ -6,7 +6,6 @@
  * sandbox; the sandbox's ledger is what counts.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config/load.js';
 import type { LoadedConfig, StripeProviderConfig } from '../../src/config/types.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { recordOperations } from '../../src/core/record.js';
@@ -20,6 +19,7 @@ import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe
 import type { Db } from '../../src/store/db.js';
 import type { LookupQuery, Provider } from '../../src/types.js';
 import { backends, removeTempStores } from '../support/backends.js';
+import { sandboxConfig } from '../support/stripe-config.js';
 
 afterAll(() => removeTempStores());
 
@@ -32,13 +32,7 @@ describe('the ledger scan, against hostile ledgers', () => {
   const sandboxNow = () => Date.now() + offsetMs;
   beforeAll(async () => {
     sandbox = await startStripeSandbox({ now: sandboxNow });
-    loaded = parseConfig(
-      JSON.stringify({
-        providers: { stripe: { type: 'stripe', apiKey: sandbox.apiKey, apiBase: sandbox.url, rateLimit: 10_000 } },
-      }),
-      { path: '/nowhere/recon.config.json', env: {} },
-    );
-    config = loaded.providers.stripe as StripeProviderConfig;
+    ({ loaded, config } = sandboxConfig(sandbox));
   });
   afterAll(() => sandbox?.close());
 
@@ -215,13 +209,7 @@ describe.each(backends)('recon run when a provider fails to prepare its lookups,
     await db.query(
       `UPDATE recon.operations SET state = 'outcome_unknown', attempt_count = 1, first_attempt_at = now()`,
     );
-    const loaded = parseConfig(
-      JSON.stringify({
-        providers: { stripe: { type: 'stripe', apiKey: sb.apiKey, apiBase: sb.url, rateLimit: 10_000 } },
-      }),
-      { path: '/nowhere/recon.config.json', env: {} },
-    );
-    const stripe = await createProvider('stripe', loaded);
+    const stripe = await createProvider('stripe', sandboxConfig(sb).loaded);
     const failing: Provider = { ...stripe, prepareLookups: () => Promise.reject(new Error('cannot prepare')) };
 
     const summary = await runPass(ctx, async () => failing);

@@ -5,16 +5,15 @@
  * lookup. The real stripe-node SDK against the Stripe sandbox; the sandbox's ledger is what counts.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { loadConfig, parseConfig } from '../../src/config/load.js';
 import type { LoadedConfig, StripeProviderConfig } from '../../src/config/types.js';
-import { submitOperation } from '../../src/core/submit.js';
 import { createProvider } from '../../src/providers/index.js';
 import { createClient } from '../../src/providers/stripe/client.js';
 import { planLookup } from '../../src/providers/stripe/ledger.js';
 import { ledgerScan, MAX_AGE_MS, MIN_OPS } from '../../src/providers/stripe/scan.js';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
-import type { LookupQuery, Provider } from '../../src/types.js';
+import type { LookupQuery } from '../../src/types.js';
 import { backends, removeTempStores } from '../support/backends.js';
+import { sandboxConfig } from '../support/stripe-config.js';
 import type { World } from '../support/world.js';
 import {
   expectExit,
@@ -25,6 +24,7 @@ import {
   show,
   SLOW_STORE_TIMEOUT_MS,
   startIncidentWorld,
+  arrangeUnknownOutcomes,
 } from './incidents-support.js';
 
 afterAll(() => removeTempStores());
@@ -38,13 +38,7 @@ describe('the ledger scan, through stripe-node against the sandbox', () => {
   let config: StripeProviderConfig;
   beforeAll(async () => {
     sandbox = await startStripeSandbox();
-    loaded = parseConfig(
-      JSON.stringify({
-        providers: { stripe: { type: 'stripe', apiKey: sandbox.apiKey, apiBase: sandbox.url, rateLimit: 10_000 } },
-      }),
-      { path: '/nowhere/recon.config.json', env: {} },
-    );
-    config = loaded.providers.stripe as StripeProviderConfig;
+    ({ loaded, config } = sandboxConfig(sandbox));
   });
   afterAll(() => sandbox?.close());
 
@@ -184,31 +178,7 @@ describe.each(backends)('recon run over a backlog, store on $name', (backend) =>
       return refundOp(`refund:scan_${String(i).padStart(2, '0')}`, pi.payment_intent, 100 + i);
     });
     await recordOk(world, ops);
-    // Each first attempt meets a fault on its own key: half committed then dropped, half never arrived.
-    for (const [i, op] of ops.entries()) {
-      world.stripe.faults.inject(
-        { kind: i % 2 === 0 ? 'commit_then_drop' : 'drop_before_commit' },
-        { idempotencyKey: op.id },
-      );
-    }
-    const config = await loadConfig({
-      flag: world.configPath,
-      env: {
-        STRIPE_API_KEY: world.stripe.apiKey,
-        STRIPE_WEBHOOK_SECRET: world.stripe.webhookSecret,
-        WAREHOUSE_TOKEN: 'wh_token_test',
-      },
-      cwd: world.dir,
-    });
-    const configured: Provider = await createProvider('stripe', config);
-    const provider = { ...configured, capabilities: { ...configured.capabilities, leaseMs: 120_000 } };
-    const ctx = { db: await world.db(), actor: 'test-arrange', now: () => w.now() };
-    const states = await Promise.all(
-      ops.map(async (op) => (await submitOperation(ctx, provider, op.id)).operation.state),
-    );
-    expect(new Set(states)).toEqual(new Set(['outcome_unknown']));
-    world.stripe.faults.clear();
-    expect(world.stripe.refunds()).toHaveLength(N / 2);
+    await arrangeUnknownOutcomes(world, ops);
 
     const before = listRequests(world.stripe);
     const first = await run(world);
