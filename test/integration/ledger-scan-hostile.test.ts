@@ -174,6 +174,45 @@ describe('the ledger scan, against hostile ledgers', () => {
   });
 });
 
+describe("the ledger scan, against a provider whose clock is 10 minutes behind recon's", () => {
+  let sandbox: StripeSandbox;
+  beforeAll(async () => {
+    sandbox = await startStripeSandbox({ now: () => Date.now() - 600_000 });
+  });
+  afterAll(() => sandbox?.close());
+
+  it("does not scan: an operation's first refund, older than the window by Stripe's clock, is not hidden", async () => {
+    const queries = Array.from({ length: MIN_OPS }, (_, i): LookupQuery => {
+      const id = `op_skew_${i}`;
+      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      // The first attempt's refund, stamped by Stripe's (late) clock ...
+      sandbox.seedRefund({ payment_intent, amount: 700, currency: 'usd', metadata: { recon_operation_id: id } });
+      // ... and a late duplicate, stamped 10 minutes on (a request that committed later).
+      sandbox.seedRefund({
+        payment_intent,
+        amount: 700,
+        currency: 'usd',
+        metadata: { recon_operation_id: id },
+        created: Math.floor(Date.now() / 1000),
+      });
+      return {
+        operation_id: id,
+        idempotency_key: id,
+        payload: { payment_intent, amount: 700, currency: 'usd' },
+        recorded_at: new Date(),
+      };
+    });
+    const { loaded } = sandboxConfig(sandbox);
+    const stripe = await createProvider('stripe', loaded);
+    await stripe.prepareLookups!(queries, { backlog: queries.length });
+    for (const q of queries) {
+      const answer = await stripe.lookup(q);
+      expect(answer.matches).toHaveLength(2);
+      expect(sandbox.refunds({ metadataOperationId: q.operation_id! })).toHaveLength(2);
+    }
+  });
+});
+
 describe.each(backends)('recon run when a provider fails to prepare its lookups, store on $name', (backend) => {
   let db: Db | undefined;
   let sandbox: StripeSandbox | undefined;

@@ -14,7 +14,7 @@
  * "nothing found" is what a retry is authorised on (SPEC §1.4). And it answers only where it is
  * complete and fresh:
  * - covered: every refund created since the operation was recorded (minus `SKEW_S` for the two
- *   clocks) has been listed; pages are listed newest first, so the scan covers a growing span back
+ *   clocks; a provider whose `Date` is more than half of that off ours gets no scan) has been listed; pages are listed newest first, so the scan covers a growing span back
  *   from now, at most `backlog / 4` pages in all, where the backlog is what the pass may decide (a
  *   scan of a ledger far larger than the backlog costs at most a quarter more requests, then stops);
  * - fresh: before each batch the refunds created since the last listing are listed
@@ -95,6 +95,8 @@ export function ledgerScan(client: StripeClient, clock: () => number = () => per
    * than looking each operation up, whatever the ledger and however long the pass.
    */
   let budget: number | null = null;
+  /** The provider's clock too far off ours for coverage to be judged (walkBack): no scan this pass. */
+  let skewed = false;
   // One listing at a time: `recon run` prepares the next batch while the current one is decided.
   let queue: Promise<void> = Promise.resolve();
 
@@ -122,7 +124,16 @@ export function ledgerScan(client: StripeClient, clock: () => number = () => per
 
   /** One more page back in time. */
   const walkBack = async (s: Scan) => {
+    const first = s.pages === 0;
     const page = await list({ created: { gte: s.since }, ...(s.tail ? { starting_after: s.tail } : {}) });
+    // Coverage compares the operation's `created_at` (our clock) with refunds' `created` (Stripe's):
+    // with the clocks further apart than SKEW_S allows for, it could call covered a span that is
+    // not, and miss an older refund of a duplicate. Then no scan this pass: lookups one by one.
+    const date = first ? Date.parse(page.lastResponse?.headers?.date ?? '') : NaN;
+    if (Number.isFinite(date) && Math.abs(Date.now() - date) > (SKEW_S * 1000) / 2) {
+      skewed = true;
+      throw new Error(`the provider's clock is ${Math.round((date - Date.now()) / 1000)} s off ours`);
+    }
     keep(s, page.data);
     const last = page.data[page.data.length - 1];
     if (s.head === null && page.data[0]) s.head = page.data[0].id;
@@ -152,6 +163,7 @@ export function ledgerScan(client: StripeClient, clock: () => number = () => per
   };
 
   const prepareNow = async (queries: LookupQuery[], backlog: number) => {
+    if (skewed) return;
     const eligible = queries.filter((q) => q.operation_id && q.recorded_at);
     const now = clock();
     if (eligible.length < MIN_OPS) {

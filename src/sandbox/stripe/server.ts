@@ -115,6 +115,8 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const reqId = requestId();
     res.setHeader('Request-Id', reqId);
+    // The provider's clock, as its objects' `created` (Node would send this machine's).
+    res.setHeader('Date', new Date(now()).toUTCString());
     res.setHeader('Stripe-Version', String(req.headers['stripe-version'] ?? SANDBOX_API_VERSION));
     const { path, query } = parseQuery(req.url ?? '/');
     if (path.startsWith('/_sandbox/')) {
