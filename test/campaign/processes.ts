@@ -73,6 +73,12 @@ export class Processes {
       /is needs_review( \([a-z_]+\))?; nothing was sent/.test(r.json?.error?.message ?? '')
     )
       return;
+    // A submit that outlasted its (3 s) lease while a worker took the operation over: its result is
+    // not written over the newer claim (SPEC §3), exit 4 (LeaseLostError), as `run` lists it above.
+    if (what === 'submit' && r.code === 4 && r.json?.error?.type === 'LeaseLostError') {
+      this.leaseLost.push({ id: opId ?? '?', error: String(r.json.error.message) });
+      return;
+    }
     this.errors.push({
       invariant: 'process_exit',
       operation_id: opId,
