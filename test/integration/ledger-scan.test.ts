@@ -141,6 +141,30 @@ describe('the ledger scan, through stripe-node against the sandbox', () => {
     expect(listRequests(sandbox) - before).toBe(MIN_OPS / 4);
   });
 
+  it('lists a long ledger over several batches, a bounded number of pages before each', async () => {
+    const queries = backlog(MIN_OPS, () => 1);
+    // 600 newer refunds of others: our operations' refunds are at least 6 pages down (and the window
+    // holds the refunds of the tests before: all within SKEW_S).
+    for (let i = 0; i < 600; i++) {
+      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd' });
+    }
+    const perBatch = 2;
+    const scan = ledgerScan(createClient(config), () => 0, perBatch);
+    const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date());
+    const perPrepare: number[] = [];
+    for (let batch = 0; batch < 40 && scan.answer(queries[0], plan) === null; batch++) {
+      const before = listRequests(sandbox);
+      await scan.prepare(queries, 100_000);
+      perPrepare.push(listRequests(sandbox) - before);
+    }
+    expect(scan.answer(queries[0], plan)?.matches).toHaveLength(1);
+    // The first batch: `perBatch` pages; each later one: the head refresh and `perBatch` more.
+    expect(perPrepare[0]).toBe(perBatch);
+    expect(perPrepare.length).toBeGreaterThan(2);
+    for (const n of perPrepare.slice(1)) expect(n).toBeLessThanOrEqual(perBatch + 1);
+  });
+
   it(`gives no answer from a scan begun more than ${MAX_AGE_MS / 1000} s before`, async () => {
     const queries = backlog(MIN_OPS, () => 1);
     let t = 0;

@@ -87,7 +87,11 @@ const idOf = (ref: string | { id: string } | null | undefined) =>
 /** The seconds back to which an operation's refunds can reach: it was recorded before any was created. */
 const reach = (q: LookupQuery) => Math.floor(q.recorded_at!.getTime() / 1000) - SKEW_S;
 
-export function ledgerScan(client: StripeClient, clock: () => number = () => performance.now()): LedgerScan {
+export function ledgerScan(
+  client: StripeClient,
+  clock: () => number = () => performance.now(),
+  pagesPerBatch = PAGES_PER_BATCH,
+): LedgerScan {
   let scan: Scan | null = null;
   /**
    * Pages the walks back may still list, in all (scans started again included): a quarter of the
@@ -191,7 +195,7 @@ export function ledgerScan(client: StripeClient, clock: () => number = () => per
     }
     const s = scan;
     budget ??= Math.ceil(Math.max(backlog, eligible.length) / 4);
-    for (let pages = 0; !s.complete && budget > 0 && pages < PAGES_PER_BATCH; pages++) {
+    for (let pages = 0; !s.complete && budget > 0 && pages < pagesPerBatch; pages++) {
       if (eligible.every((q) => covers(s, q))) break;
       budget--;
       await walkBack(s);
