@@ -25,25 +25,15 @@ import { migrate, migrationsDir } from '../../src/store/migrate.js';
 import { openStore } from '../../src/store/open.js';
 import type { Decision, LookupResult, Operation, ProviderTxn } from '../../src/types.js';
 import { backends, removeTempStores } from '../support/backends.js';
+import { listedRefund } from '../support/listing-provider.js';
 
 const T0 = new Date('2025-03-01T10:00:00.000Z');
 const ms = (n: number) => new Date(T0.getTime() + n);
 
 afterAll(() => removeTempStores());
 
-function txn(id: string, opId: string, over: Partial<ProviderTxn> = {}): ProviderTxn {
-  return {
-    provider_id: id,
-    status: 'succeeded',
-    state: 'confirmed',
-    amount: 500,
-    currency: 'usd',
-    operation_id: opId,
-    client_reference: null,
-    created: T0,
-    ...over,
-  };
-}
+const txn = (id: string, opId: string, over: Partial<ProviderTxn> = {}): ProviderTxn =>
+  listedRefund(id, T0, { operation_id: opId, ...over });
 
 const found = (t: ProviderTxn): LookupResult => ({ result: 'found', matches: [t], candidates: [] });
 const notFound: LookupResult = { result: 'not_found', matches: [], candidates: [] };

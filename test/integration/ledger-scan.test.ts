@@ -60,6 +60,14 @@ describe('the ledger scan, through stripe-node against the sandbox', () => {
     });
   }
 
+  /** `n` refunds of others' payment intents, without recon metadata: newer than what was seeded before. */
+  function othersRefunds(n: number) {
+    for (let i = 0; i < n; i++) {
+      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd' });
+    }
+  }
+
   it('answers a batch of found operations from a few list pages, with what a lookup of each finds', async () => {
     const queries = backlog(3 * MIN_OPS, (i) => (i % 3 === 0 ? 2 : 1));
     const stripe = await createProvider('stripe', loaded);
@@ -115,10 +123,7 @@ describe('the ledger scan, through stripe-node against the sandbox', () => {
   it('stops at a quarter of the backlog in pages when the ledger is far larger; the rest are looked up one by one', async () => {
     const queries = backlog(MIN_OPS, () => 1);
     // 1,000 newer refunds of others: 10 pages before the first of ours.
-    for (let i = 0; i < 1000; i++) {
-      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
-      sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd' });
-    }
+    othersRefunds(1_000);
     const stripe = await createProvider('stripe', loaded);
     const before = listRequests(sandbox);
     await stripe.prepareLookups!(queries, { backlog: queries.length });
@@ -130,10 +135,7 @@ describe('the ledger scan, through stripe-node against the sandbox', () => {
 
   it('lists at most a quarter of the backlog in pages over a whole pass, scans started again included', async () => {
     const queries = backlog(MIN_OPS, () => 1);
-    for (let i = 0; i < 500; i++) {
-      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
-      sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd' });
-    }
+    othersRefunds(500);
     let t = 0;
     const scan = ledgerScan(createClient(config), () => t);
     const before = listRequests(sandbox);
@@ -145,10 +147,7 @@ describe('the ledger scan, through stripe-node against the sandbox', () => {
     const queries = backlog(MIN_OPS, () => 1);
     // 600 newer refunds of others: our operations' refunds are at least 6 pages down (and the window
     // holds the refunds of the tests before: all within SKEW_S).
-    for (let i = 0; i < 600; i++) {
-      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
-      sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd' });
-    }
+    othersRefunds(600);
     const perBatch = 2;
     const scan = ledgerScan(createClient(config), () => 0, perBatch);
     const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date());

@@ -37,7 +37,7 @@ export function refundToTxn(refund: RefundLike): ProviderTxn {
   };
 }
 
-function idOf(ref: string | { id: string } | null | undefined): string | null {
+export function idOf(ref: string | { id: string } | null | undefined): string | null {
   if (!ref) return null;
   return typeof ref === 'string' ? ref : ref.id;
 }

@@ -15,15 +15,15 @@ import { isRateLimited, retryAfterOf, type StripeClient } from './client.js';
 
 const PAGE_SIZE = 100;
 
+/** One page of refunds, as many as Stripe gives at once, under the rate limit (ledger.ts's listings, scan.ts). */
+export function refundPage(client: StripeClient, params: Stripe.RefundListParams) {
+  return client.call(() => client.stripe.refunds.list({ ...params, limit: PAGE_SIZE }), 'read');
+}
+
 async function* refundPages(client: StripeClient, params: Stripe.RefundListParams): AsyncGenerator<Stripe.Refund[]> {
   let startingAfter: string | undefined;
   for (;;) {
-    const query: Stripe.RefundListParams = {
-      ...params,
-      limit: PAGE_SIZE,
-      ...(startingAfter ? { starting_after: startingAfter } : {}),
-    };
-    const page = await client.call(() => client.stripe.refunds.list(query), 'read');
+    const page = await refundPage(client, { ...params, ...(startingAfter ? { starting_after: startingAfter } : {}) });
     yield page.data;
     const last = page.data[page.data.length - 1];
     if (!page.has_more || !last) return;
@@ -133,13 +133,11 @@ export async function lookupRefunds(client: StripeClient, plan: LookupPlan): Pro
       note: plan.note,
     };
   }
-  const result =
-    matches.length > 0
-      ? matches.every((t) => t.state === 'pending')
-        ? 'pending'
-        : 'found'
-      : candidates.length > 0
-        ? 'ambiguous'
-        : 'not_found';
-  return { result, matches, candidates, note: plan.note };
+  return { result: resultOf(matches, candidates), matches, candidates, note: plan.note };
+}
+
+/** What a lookup found: its own refunds (all pending or not), else look-alikes, else nothing. */
+export function resultOf(matches: ProviderTxn[], candidates: ProviderTxn[]): LookupResult['result'] {
+  if (matches.length > 0) return matches.every((t) => t.state === 'pending') ? 'pending' : 'found';
+  return candidates.length > 0 ? 'ambiguous' : 'not_found';
 }

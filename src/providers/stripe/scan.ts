@@ -14,9 +14,10 @@
  * "nothing found" is what a retry is authorised on (SPEC §1.4). And it answers only where it is
  * complete and fresh:
  * - covered: every refund created since the operation was recorded (minus `SKEW_S` for the two
- *   clocks; a provider whose `Date` is more than half of that off ours gets no scan) has been listed; pages are listed newest first, so the scan covers a growing span back
- *   from now, at most `backlog / 4` pages in all, where the backlog is what the pass may decide (a
- *   scan of a ledger far larger than the backlog costs at most a quarter more requests, then stops);
+ *   clocks; a provider whose `Date` is more than half of that off ours gets no scan) has been
+ *   listed; pages are listed newest first, so the scan covers a growing span back from now, at most
+ *   `backlog / 4` pages in all, where the backlog is what the pass may decide (a scan of a ledger
+ *   far larger than the backlog costs at most a quarter more requests, then stops);
  * - fresh: before each batch the refunds created since the last listing are listed
  *   (`ending_before` the newest seen: usually one request), so a duplicate created before the batch
  *   was claimed is seen as a lookup would see it; a scan older than `MAX_AGE_MS` is started again,
@@ -34,9 +35,9 @@
 import { performance } from 'node:perf_hooks';
 import type Stripe from 'stripe';
 import type { LookupQuery, LookupResult, ProviderTxn } from '../../types.js';
-import { refundToTxn } from './classify.js';
+import { idOf, refundToTxn } from './classify.js';
 import type { StripeClient } from './client.js';
-import type { LookupPlan } from './ledger.js';
+import { refundPage, resultOf, type LookupPlan } from './ledger.js';
 
 /** Seconds a refund's `created` (Stripe's clock) may precede its operation's `created_at` (ours). */
 const SKEW_S = 300;
@@ -44,7 +45,6 @@ const SKEW_S = 300;
 export const MIN_OPS = 16;
 /** A scan is started again after this long: status changes of refunds already listed are not followed. */
 export const MAX_AGE_MS = 30_000;
-const PAGE_SIZE = 100;
 /**
  * Pages listed before one batch is looked up: the batch is claimed under its lease meanwhile (2
  * minutes by default), and 200 pages take 8 s at Stripe's test-mode 25 reads/s. A ledger longer than
@@ -81,9 +81,6 @@ export interface LedgerScan {
   answer(query: LookupQuery, plan: LookupPlan): (LookupResult & { note: string }) | null;
 }
 
-const idOf = (ref: string | { id: string } | null | undefined) =>
-  !ref ? null : typeof ref === 'string' ? ref : ref.id;
-
 /** The seconds back to which an operation's refunds can reach: it was recorded before any was created. */
 const reach = (q: LookupQuery) => Math.floor(q.recorded_at!.getTime() / 1000) - SKEW_S;
 
@@ -104,7 +101,8 @@ export function ledgerScan(
   // One listing at a time: `recon run` prepares the next batch while the current one is decided.
   let queue: Promise<void> = Promise.resolve();
 
-  const covers = (s: Scan, q: LookupQuery) => (s.complete ? reach(q) >= s.since : reach(q) > s.tailCreated);
+  /** Whether every refund created since `from` (Stripe seconds) has been listed. */
+  const covers = (s: Scan, from: number) => (s.complete ? from >= s.since : from > s.tailCreated);
 
   const keep = (s: Scan, refunds: Stripe.Refund[]) => {
     for (const refund of refunds) {
@@ -121,7 +119,7 @@ export function ledgerScan(
   };
 
   const list = async (params: Stripe.RefundListParams) => {
-    const page = await client.call(() => client.stripe.refunds.list({ ...params, limit: PAGE_SIZE }), 'read');
+    const page = await refundPage(client, params);
     if (scan) scan.pages++;
     return page;
   };
@@ -196,7 +194,7 @@ export function ledgerScan(
     const s = scan;
     budget ??= Math.ceil(Math.max(backlog, eligible.length) / 4);
     for (let pages = 0; !s.complete && budget > 0 && pages < pagesPerBatch; pages++) {
-      if (eligible.every((q) => covers(s, q))) break;
+      if (covers(s, since)) break; // `since` is the batch's earliest reach: all of it is covered
       budget--;
       await walkBack(s);
     }
@@ -217,7 +215,7 @@ export function ledgerScan(
       if (!s || !query.operation_id || !query.recorded_at || s.head === null) return null;
       // Older than MAX_AGE_MS since it began: what it listed then may have changed since (a status,
       // a refund indexed late), and the next batch starts it again.
-      if (clock() - s.startedAt > MAX_AGE_MS || !covers(s, query)) return null;
+      if (clock() - s.startedAt > MAX_AGE_MS || !covers(s, reach(query))) return null;
       const scope = plan.params;
       const since = typeof scope.created === 'object' ? scope.created.gte : undefined;
       const matches = [...(s.byOperation.get(query.operation_id)?.values() ?? [])]
@@ -231,7 +229,7 @@ export function ledgerScan(
         .map((x) => x.txn);
       if (matches.length === 0) return null;
       return {
-        result: matches.every((t) => t.state === 'pending') ? 'pending' : 'found',
+        result: resultOf(matches, []),
         matches,
         candidates: [],
         note:
