@@ -1,11 +1,11 @@
 import { createRequire } from 'node:module';
 import type { Command as CommandType } from 'commander';
-import { registerAll } from '../commands/index.js';
+import { PROGRAM, registerAll } from '../commands/index.js';
 
 /*
- * `recon --help` loads this file, commander and the command table, nothing else (npm run bench,
- * startup, holds it to 1.3× `node -e 0`): the error classes are imported once a command has failed,
- * the version (read from package files) when argv asks for it. commander is a CommonJS package,
+ * `recon ops --help` (any help but the top level's, which bin/recon prints without commander) loads
+ * this file, commander and the command table, nothing else: the error classes are imported once a
+ * command has failed, the version (read from package files) when argv asks for it. commander is a CommonJS package,
  * required directly: `import` reaches it through its ESM wrapper and a parse of its entry for
  * export names, on every start. It is the same module instance either way.
  */
@@ -16,24 +16,12 @@ export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {
   // -V, --version, or -V among combined short flags (-qV).
   const wantsVersion = argv.slice(2).some((a) => a === '--version' || /^-[^-]*V/.test(a));
   const version = wantsVersion ? (await import('./version.js')).versionText() : '';
-  const program = new Command('recon')
-    .description(
-      'Reconcile side effects whose outcome is unknown: find out what the provider did, finish it exactly once.',
-    )
-    .version(version, '-V, --version')
-    .option(
-      '--db <url>',
-      'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, the nearest .recon/ here or above)',
-    )
-    .option(
-      '--config <file>',
-      'config file (default: RECON_CONFIG, the nearest recon.config.json here or above, $XDG_CONFIG_HOME/recon/config.json)',
-    )
-    .option('--json', 'machine output: one JSON document on stdout', false)
-    .option('--no-color', 'no colours (also NO_COLOR)')
-    .option('--actor <name>', 'who is acting, for the audit trail (default: RECON_ACTOR, else user@host)')
-    .option('--yes', 'skip confirmations', false)
-    .addOption(new Option('-q, --quiet', 'no progress or notes on stderr').default(false))
+  const program = new Command('recon').description(PROGRAM.description).version(version, '-V, --version');
+  for (const g of PROGRAM.options) {
+    const option = new Option(g.flags, g.description);
+    program.addOption(g.default === undefined ? option : option.default(g.default));
+  }
+  program
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({
@@ -42,18 +30,7 @@ export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {
       // One error prefix everywhere: commander's own "error: unknown option" becomes "recon: …".
       outputError: (s, write) => write(s.replace(/^error: /, 'recon: ')),
     })
-    .addHelpText(
-      'after',
-      `
-Examples:
-  $ recon demo                          play the incidents on a throw-away store
-  $ recon ops list --unresolved         what is not finished
-  $ recon run --json                    one reconciliation pass (cron: alert on exit 8)
-
-Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
-            5 provider unavailable (wins over 8), 6 store locked, missing or unreachable,
-            8 needs a human, 130 interrupted`,
-    );
+    .addHelpText('after', PROGRAM.after);
   await registerAll(program, argv, o);
   // Every subcommand inherits the override so commander never calls process.exit itself.
   const inherit = (cmd: CommandType) => {

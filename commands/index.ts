@@ -25,6 +25,52 @@ export interface CommandGroup {
   commands: CommandEntry[];
 }
 
+/** A global option: commander's flags and description; `default` is shown as commander shows it. */
+export interface GlobalOption {
+  flags: string;
+  description: string;
+  default?: boolean;
+}
+
+/**
+ * The program itself: its description, its global options (after commander's `-V, --version`) and
+ * the text `recon --help` ends with. bin/main.ts registers them with commander; bin/recon prints the
+ * top-level help from them (commands/support/help.ts) without loading commander.
+ */
+export const PROGRAM: { description: string; options: GlobalOption[]; after: string } = {
+  description:
+    'Reconcile side effects whose outcome is unknown: find out what the provider did, finish it exactly once.',
+  options: [
+    {
+      flags: '--db <url>',
+      description:
+        'store: postgres://…, pglite:PATH or memory: (default: RECON_DB, DATABASE_URL, config db, the nearest .recon/ here or above)',
+    },
+    {
+      flags: '--config <file>',
+      description:
+        'config file (default: RECON_CONFIG, the nearest recon.config.json here or above, $XDG_CONFIG_HOME/recon/config.json)',
+    },
+    { flags: '--json', description: 'machine output: one JSON document on stdout', default: false },
+    { flags: '--no-color', description: 'no colours (also NO_COLOR)' },
+    {
+      flags: '--actor <name>',
+      description: 'who is acting, for the audit trail (default: RECON_ACTOR, else user@host)',
+    },
+    { flags: '--yes', description: 'skip confirmations', default: false },
+    { flags: '-q, --quiet', description: 'no progress or notes on stderr', default: false },
+  ],
+  after: `
+Examples:
+  $ recon demo                          play the incidents on a throw-away store
+  $ recon ops list --unresolved         what is not finished
+  $ recon run --json                    one reconciliation pass (cron: alert on exit 8)
+
+Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
+            5 provider unavailable (wins over 8), 6 store locked, missing or unreachable,
+            8 needs a human, 130 interrupted`,
+};
+
 export const COMMANDS: (CommandEntry | CommandGroup)[] = [
   {
     name: 'init',

@@ -58,6 +58,16 @@ describe('help and version', () => {
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/^Usage: recon /);
     expect(help.stdout).toMatch(/Exit codes:/);
+    // bin/recon prints the top-level help without commander; with any other argument commander
+    // prints it: the same text.
+    const commander = await recon(['--no-color', '--help']);
+    expect(commander.code).toBe(0);
+    for (const args of [['--help'], ['-h'], ['help']]) {
+      const r = args[0] === '--help' ? help : await recon(args);
+      expect(r.code, args.join(' ')).toBe(0);
+      expect(r.stdout, args.join(' ')).toBe(commander.stdout);
+      expect(r.stderr, args.join(' ')).toBe('');
+    }
     // bin/recon's fast path, and commander's answer when --version comes with other flags: the
     // package version, the store schema this binary expects, the Node version.
     const pkgVersion = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version;

@@ -108,6 +108,20 @@ describe('tables on a terminal', () => {
   });
 });
 
+describe('the top-level help on a terminal', () => {
+  it('is wrapped to the window, as commander wraps it (bin/recon prints it without commander)', async () => {
+    for (const cols of [90, 140]) {
+      const fast = await tty(['--help'], { cols });
+      const commander = await tty(['--no-color', '--help'], { cols });
+      expect(fast.code).toBe(0);
+      expect(fast.screen).toBe(commander.screen);
+      const table = fast.screen.split('\nExamples:')[0].split('\n');
+      expect(Math.max(...table.map((l) => l.length)), `${cols} columns`).toBeLessThanOrEqual(cols);
+      expect(Math.max(...table.map((l) => l.length)), `${cols} columns`).toBeGreaterThan(cols - 5);
+    }
+  });
+});
+
 describe('recon run on a terminal', () => {
   it('summarises by decision and lists only what needs attention; --verbose lists every row', async () => {
     const summary = await tty(['run', '--dry-run'], { cols: 120 });
