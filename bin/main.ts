@@ -1,15 +1,12 @@
-import { createRequire } from 'node:module';
 import type { Command as CommandType } from 'commander';
 import { PROGRAM, registerAll } from '../commands/index.js';
+import { Command, CommanderError, Option } from '../commands/support/commander.js';
 
 /*
  * `recon ops --help` (any help but the top level's, which bin/recon prints without commander) loads
  * this file, commander and the command table, nothing else: the error classes are imported once a
- * command has failed, the version (read from package files) when argv asks for it. commander is a CommonJS package,
- * required directly: `import` reaches it through its ESM wrapper and a parse of its entry for
- * export names, on every start. It is the same module instance either way.
+ * command has failed, the version (read from package files) when argv asks for it.
  */
-const { Command, CommanderError, Option } = createRequire(import.meta.url)('commander') as typeof import('commander');
 
 /** The program, with the command `argv` names loaded (every command with `all`). */
 export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {}): Promise<CommandType> {

@@ -1,4 +1,5 @@
-import { type Command, InvalidArgumentError } from 'commander';
+import type { Command } from 'commander';
+import { InvalidArgumentError } from './commander.js';
 import { createDeps, type Deps, type GlobalOptions } from './deps.js';
 import { systemIO } from './io.js';
 
