@@ -9,7 +9,10 @@
  * defaults: no colours, a 2-space indent and spacer, no wrapping when fewer than 40 columns remain.
  * test/unit/help.test.ts compares this text with commander's for the same program at several
  * widths, byte for byte: a change of commander, of the options or of the table that the two would
- * render differently fails there.
+ * render differently fails there. It renders what the table holds today (a non-empty description
+ * and closing text, no `-h`/`--help`/`help` of our own, no colour codes, boolean defaults on
+ * non-negated flags only); commander's hidden commands, aliases, help groups and sorting are not
+ * modelled, and a table that needs them fails that test.
  */
 import { COMMANDS, PROGRAM } from '../index.js';
 
