@@ -18,28 +18,23 @@ export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {
     const option = new Option(g.flags, g.description);
     program.addOption(g.default === undefined ? option : option.default(g.default));
   }
-  program
-    .showHelpAfterError('(run with --help for usage)')
-    .exitOverride()
-    .configureOutput({
-      writeErr: (s) => process.stderr.write(s),
-      writeOut: (s) => process.stdout.write(s),
-      // One error prefix everywhere: commander's own "error: unknown option" becomes "recon: …".
-      outputError: (s, write) => write(s.replace(/^error: /, 'recon: ')),
-    })
-    .addHelpText('after', PROGRAM.after);
+  // Every command, the program and each subcommand alike: commander never calls process.exit
+  // itself, a usage error ends with the hint, and one error prefix everywhere (commander's own
+  // "error: unknown option" becomes "recon: …").
+  const configure = (cmd: CommandType) =>
+    cmd
+      .exitOverride()
+      .showHelpAfterError('(run with --help for usage)')
+      .configureOutput({
+        writeErr: (s) => process.stderr.write(s),
+        writeOut: (s) => process.stdout.write(s),
+        outputError: (s, write) => write(s.replace(/^error: /, 'recon: ')),
+      });
+  configure(program).addHelpText('after', PROGRAM.after);
   await registerAll(program, argv, o);
-  // Every subcommand inherits the override so commander never calls process.exit itself.
   const inherit = (cmd: CommandType) => {
     for (const sub of cmd.commands) {
-      sub
-        .exitOverride()
-        .showHelpAfterError('(run with --help for usage)')
-        .configureOutput({
-          writeErr: (s) => process.stderr.write(s),
-          writeOut: (s) => process.stdout.write(s),
-          outputError: (s, write) => write(s.replace(/^error: /, 'recon: ')),
-        });
+      configure(sub);
       inherit(sub);
     }
   };
