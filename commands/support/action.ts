@@ -2,16 +2,23 @@ import type { Command } from 'commander';
 import { InvalidArgumentError } from './commander.js';
 import { createDeps, type Deps, type GlobalOptions } from './deps.js';
 import { systemIO } from './io.js';
+import { useBaselineWasm } from '../../src/store/pglite.js';
+
+/** The commands that run until stopped: they keep V8's optimizing WebAssembly tier for the embedded store. */
+const SERVERS = ['mcp', 'webhook serve'];
 
 /** Swapped by test/support/in-process.ts (commands run in the test process); production builds Deps from the process. */
-let depsFactory: (globals: GlobalOptions, command: string) => Deps = (globals, command) =>
-  createDeps(
+let depsFactory: (globals: GlobalOptions, command: string) => Deps = (globals, command) => {
+  // This process runs one command: a one-shot one gets the embedded store started for a short life.
+  if (!SERVERS.includes(command)) useBaselineWasm();
+  return createDeps(
     systemIO({ color: globals.color, quiet: globals.quiet, json: globals.json, env: process.env }),
     globals,
     process.env,
     process.cwd(),
     command,
   );
+};
 
 export function setDepsFactory(f: (globals: GlobalOptions, command: string) => Deps): void {
   depsFactory = f;

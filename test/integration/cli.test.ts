@@ -15,6 +15,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import { openStore } from '../../src/store/open.js';
+import { BASELINE_WASM_FLAGS } from '../../src/store/pglite.js';
 import { backends, embeddedBackend, removeTempStores } from '../support/backends.js';
 import { BIN, cleanEnv, recon, ROOT, type CliOptions, type CliResult, type JsonDoc } from '../support/cli.js';
 import { runInProcess } from '../support/in-process.js';
@@ -512,6 +513,39 @@ describe('the embedded store lock', () => {
     const after = await runInProcess(['--db', url, 'ops', 'list', '--json'], { cwd: dir });
     expect(after.code, after.stderr).toBe(0);
     expect(oneJsonDocument(after).operations).toEqual([]);
+  });
+});
+
+describe("the embedded store's WebAssembly tier", () => {
+  // A preload in the child records every V8 flag the process sets (src/store/pglite.ts sets them
+  // with v8.setFlagsFromString before PGlite compiles): the same hook on both commands, so the
+  // server's empty record means it set none, not that the hook missed it.
+  const hook = (dir: string) => {
+    const file = path.join(dir, 'flags.txt');
+    const preload = path.join(dir, 'record-flags.mjs');
+    fs.writeFileSync(
+      preload,
+      `import fs from 'node:fs';\nimport v8 from 'node:v8';\nconst set = v8.setFlagsFromString;\n` +
+        `v8.setFlagsFromString = (flags) => { fs.appendFileSync(${JSON.stringify(file)}, flags + '\\n'); set(flags); };\n`,
+    );
+    return {
+      env: { NODE_OPTIONS: `--import ${preload}` },
+      flags: () => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : ''),
+    };
+  };
+
+  it("a one-shot command runs the store on the baseline tier only; recon mcp keeps V8's default", async () => {
+    const url = await embeddedBackend.migratedUrl();
+    const once = hook(tempDir());
+    const list = await recon(['--db', url, 'ops', 'list', '--json'], { env: once.env });
+    expect(list.code, list.stderr).toBe(0);
+    expect(oneJsonDocument(list).operations).toEqual([]);
+    expect(once.flags()).toBe(`${BASELINE_WASM_FLAGS}\n`);
+    // recon mcp over stdio ends when its host closes stdin: it opened the store without the setting.
+    const server = hook(tempDir());
+    const mcp = await recon(['--db', url, 'mcp'], { env: server.env, input: '' });
+    expect(mcp.code, mcp.stderr).toBe(0);
+    expect(server.flags()).toBe('');
   });
 });
 
