@@ -74,12 +74,9 @@ export async function runList(o: ListOptions, deps: Deps): Promise<void> {
   if (o.after) await getOperation(core.db, validateId(o.after, '--after'));
   const filter = { states, provider: o.provider, createdBefore, clientReference: o.clientRef };
   const none = states !== undefined && states.length === 0;
-  const [ops, total] = none
-    ? [[], 0]
-    : await Promise.all([
-        listOperations(core.db, { ...filter, limit: o.limit, after: o.after }),
-        countOperations(core.db, filter),
-      ]);
+  const ops = none ? [] : await listOperations(core.db, { ...filter, limit: o.limit, after: o.after });
+  // A first page that is not full holds every match: its length is the total, without a count.
+  const total = none ? 0 : !o.after && ops.length < o.limit ? ops.length : await countOperations(core.db, filter);
   const json = await operationsJson(core.db, ops);
   const last = json[json.length - 1]?.id ?? null;
   // More beyond this page: the cursor a script passes as --after for the next one.

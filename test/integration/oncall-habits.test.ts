@@ -164,6 +164,12 @@ describe('ops list paging and CSV', () => {
     const ids = [first, second, third].flatMap((r) => r.json.operations.map((o: { id: string }) => o.id));
     expect(new Set(ids).size).toBe(5);
     expect(third.json.next_after).toBeNull();
+    // total counts every match on every page: the last page holds one, and it follows --after.
+    expect([second.json.total, third.json.total, third.json.operations.length]).toEqual([5, 5, 1]);
+    // A first page that is not full: its length is the total; with a filter, the filter's.
+    const all = await recon(['ops', 'list', '--limit', '10', '--json']);
+    const none = await recon(['ops', 'list', '--state', 'confirmed', '--json']);
+    expect([all.json.total, all.json.operations.length, none.json.total]).toEqual([5, 5, 0]);
     const csv = await recon(['ops', 'list', '--csv']);
     await store.release();
     const lines = csv.stdout.trim().split('\n');
