@@ -2,7 +2,8 @@
  * Start-up: `recon --version`, `recon --help` (bin/recon answers both without commander; `recon ops
  * --help`, commander's, is measured beside it) and `recon ops list --json` on an empty embedded store,
  * wall time as a ratio to a baseline run right beside each (`node -e 0`; for `ops list`, bare
- * PGlite.create on the same folder): the median of the per-pair ratios, so that machine noise, which
+ * PGlite.create on the same folder, on recon's WebAssembly setting and, reported beside it, on V8's
+ * defaults): the median of the per-pair ratios, so that machine noise, which
  * comes and goes over seconds, hits both sides of a pair alike. A module loader hook records every module `--version` and `--help` resolve: the
  * heavy ones (the Stripe SDK, pg, PGlite, prompts) must not be among them.
  */
@@ -20,6 +21,7 @@ import {
   type Benchmark,
   type BenchRow,
 } from './lib.js';
+import { BASELINE_WASM_FLAGS } from '../../src/store/pglite.js';
 
 const HEAVY = ['stripe', 'pg', '@electric-sql/pglite', '@inquirer/prompts'];
 
@@ -91,6 +93,8 @@ export const startup: Benchmark = {
     const list: number[] = [];
     const lite: number[] = [];
     const listRatios: number[] = [];
+    const liteDefault: number[] = [];
+    const defaultRatios: number[] = [];
     // PGlite's own start on the same data folder, and the same query: the floor of any command on
     // the embedded store.
     const bareLite = `import { PGlite } from '@electric-sql/pglite';
@@ -127,27 +131,40 @@ await db.close();`;
       emptyRatios.push(e.ms / n.ms);
       commanderRatios.push(c.ms / n.ms);
     }
-    // PGlite takes ~1 s to start, and its start varies by ±10% from run to run: as many pairs as above.
+    // PGlite takes ~0.5-1 s to start, and its start varies by ±10% from run to run: as many rounds as
+    // above. Each round runs recon and two bare baselines: PGlite as it ships, on V8's defaults (what a
+    // plain script gets: the issue's floor, which the target is held to), and PGlite on the WebAssembly
+    // setting recon gives a one-shot command (the baseline tier only: src/store/pglite.ts,
+    // useBaselineWasm), the second figure: what recon's own code adds to the same engine, without
+    // what the setting saves.
     const listRuns = runs;
+    const bare = (flags: string[]) =>
+      runNode(ctx, [...flags, '--input-type=module', '-e', bareLite, path.join(dir, 'db')], { cwd: ROOT });
+    const sameFlags = BASELINE_WASM_FLAGS.split(' ');
     for (let i = 0; i < listRuns + 1; i++) {
-      const first = i % 2 === 0;
-      const b0 = first
-        ? await runNode(ctx, ['--input-type=module', '-e', bareLite, path.join(dir, 'db')], { cwd: ROOT })
-        : undefined;
-      const l = await runRecon(ctx, ['ops', 'list', '--json', '--db', store], { cwd: dir });
-      const b =
-        b0 ?? (await runNode(ctx, ['--input-type=module', '-e', bareLite, path.join(dir, 'db')], { cwd: ROOT }));
+      // Rotate the order, so that none always runs first or right after another.
+      const order = [0, 1, 2].map((k) => (k + i) % 3);
+      const got: Record<number, Awaited<ReturnType<typeof runNode>>> = {};
+      for (const k of order)
+        got[k] =
+          k === 0
+            ? await runRecon(ctx, ['ops', 'list', '--json', '--db', store], { cwd: dir })
+            : await bare(k === 1 ? sameFlags : []);
+      const [l, b, d] = [got[0], got[1], got[2]];
       expectExit(l, 'recon ops list --json');
-      expectExit(b, 'bare PGlite.create');
+      expectExit(b, 'bare PGlite.create (baseline tier)');
+      expectExit(d, 'bare PGlite.create (V8 defaults)');
       if (i === 0) continue;
       list.push(l.ms);
       lite.push(b.ms);
+      liteDefault.push(d.ms);
       listRatios.push(l.ms / b.ms);
+      defaultRatios.push(l.ms / d.ms);
     }
     const base = median(node);
     const versionRatio = median(versionRatios);
     const helpRatio = median(helpRatios);
-    const listRatio = median(listRatios);
+    const defaultRatio = median(defaultRatios);
     /** How the pairs spread, and the plain ratio of the two medians, for the reader. */
     const spread = (ratios: number[], xs: number[], ys: number[]): string =>
       `per-pair ratios ${round(Math.min(...ratios))}–${round(Math.max(...ratios))}; ratio of the medians ${round(median(xs) / median(ys))}`;
@@ -193,15 +210,19 @@ await db.close();`;
       {
         bench: 'startup',
         name: `recon ops list --json, empty embedded store, median of ${list.length} paired runs (${round(median(list), 1)} ms)`,
-        value: round(listRatio),
+        value: round(defaultRatio),
         unit: '× bare PGlite.create',
         target: '≤ 1.1×',
-        baseline: round(median(lite), 1),
+        baseline: round(median(liteDefault), 1),
         baseline_unit: 'ms',
-        baseline_of: 'PGlite.create on the same folder + the same query, plain node',
-        ratio: round(listRatio),
-        pass: listRatio <= 1.1,
-        note: `${spread(listRatios, list, lite)}; loads ${heavyList.join(', ') || 'no heavy module'} (PGlite is expected: it is the store); ${round(median(list) / base, 2)}× node -e 0`,
+        baseline_of: "PGlite.create on the same folder + the same query, plain node (V8's defaults)",
+        ratio: round(defaultRatio),
+        pass: defaultRatio <= 1.1,
+        note:
+          `${spread(defaultRatios, list, liteDefault)}; second figure, against bare PGlite on recon's WebAssembly ` +
+          `setting (${BASELINE_WASM_FLAGS}; ${round(median(lite), 1)} ms) in the same rounds: ${round(median(listRatios))}× ` +
+          `(${spread(listRatios, list, lite)}); loads ${heavyList.join(', ') || 'no heavy module'} ` +
+          `(PGlite is expected: it is the store); ${round(median(list) / base, 2)}× node -e 0`,
       },
       {
         bench: 'startup',
