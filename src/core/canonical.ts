@@ -18,9 +18,7 @@ import { UsageError } from '../errors.js';
  * @throws UsageError naming the path of the offending value.
  */
 export function canonicalJson(value: unknown): string {
-  const parts: string[] = [];
-  write(value, '$', parts, new Set());
-  return parts.join('');
+  return write(value, [], new Set());
 }
 
 export function sha256Hex(text: string): string {
@@ -32,61 +30,75 @@ export function payloadHash(payload: unknown): string {
   return sha256Hex(canonicalJson(payload));
 }
 
-function write(value: unknown, path: string, out: string[], ancestors: Set<object>): void {
+/**
+ * The canonical text of `value`. Every audit event is hashed through here (recon run: several per
+ * operation), so it builds one string and keeps the path as a stack of keys, spelled out
+ * (`$.a[1]`) only in an error.
+ */
+function write(value: unknown, path: (string | number)[], ancestors: Set<object>): string {
   switch (typeof value) {
     case 'string':
-      out.push(JSON.stringify(value));
-      return;
+      return JSON.stringify(value);
     case 'boolean':
-      out.push(value ? 'true' : 'false');
-      return;
+      return value ? 'true' : 'false';
     case 'number':
       if (!Number.isFinite(value)) {
-        throw new UsageError(`${path}: ${value} is not a JSON number; use a finite number`);
+        throw new UsageError(`${where(path)}: ${value} is not a JSON number; use a finite number`);
       }
       // JSON.stringify prints the shortest round-tripping form, the same as RFC 8785, and -0 as 0.
-      out.push(JSON.stringify(value));
-      return;
+      return JSON.stringify(value);
     case 'object':
       break;
     default:
-      throw new UsageError(`${path}: a ${typeof value} is not JSON; use a string, number, boolean, object or array`);
+      throw new UsageError(
+        `${where(path)}: a ${typeof value} is not JSON; use a string, number, boolean, object or array`,
+      );
   }
-  if (value === null) {
-    out.push('null');
-    return;
-  }
+  if (value === null) return 'null';
   if (value instanceof Date) {
-    if (Number.isNaN(value.getTime())) throw new UsageError(`${path}: invalid Date; use a valid date`);
-    out.push(JSON.stringify(value.toISOString()));
-    return;
+    if (Number.isNaN(value.getTime())) throw new UsageError(`${where(path)}: invalid Date; use a valid date`);
+    return JSON.stringify(value.toISOString());
   }
-  if (ancestors.has(value)) throw new UsageError(`${path}: circular reference; JSON cannot contain cycles`);
+  if (ancestors.has(value)) throw new UsageError(`${where(path)}: circular reference; JSON cannot contain cycles`);
   ancestors.add(value);
+  let out: string;
   if (Array.isArray(value)) {
-    out.push('[');
-    value.forEach((item, i) => {
-      if (i > 0) out.push(',');
-      write(item === undefined ? null : item, `${path}[${i}]`, out, ancestors);
-    });
-    out.push(']');
+    out = '[';
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) out += ',';
+      const item: unknown = value[i];
+      path.push(i);
+      out += write(item === undefined ? null : item, path, ancestors);
+      path.pop();
+    }
+    out += ']';
   } else {
     const proto: unknown = Object.getPrototypeOf(value);
     if (proto !== Object.prototype && proto !== null) {
       const kind = value.constructor?.name ?? 'object';
-      throw new UsageError(`${path}: a ${kind} is not JSON; use a plain object or array`);
+      throw new UsageError(`${where(path)}: a ${kind} is not JSON; use a plain object or array`);
     }
     const record = value as Record<string, unknown>;
-    const keys = Object.keys(record)
-      .filter((k) => record[k] !== undefined)
-      .sort();
-    out.push('{');
-    keys.forEach((key, i) => {
-      if (i > 0) out.push(',');
-      out.push(JSON.stringify(key), ':');
-      write(record[key], `${path}.${key}`, out, ancestors);
-    });
-    out.push('}');
+    out = '{';
+    let first = true;
+    for (const key of Object.keys(record).sort()) {
+      const item = record[key];
+      if (item === undefined) continue;
+      if (!first) out += ',';
+      first = false;
+      path.push(key);
+      out += JSON.stringify(key) + ':' + write(item, path, ancestors);
+      path.pop();
+    }
+    out += '}';
   }
   ancestors.delete(value);
+  return out;
+}
+
+/** `$`, `$.a`, `$.a[1]`: where in the value an error is. */
+function where(path: (string | number)[]): string {
+  let text = '$';
+  for (const step of path) text += typeof step === 'number' ? `[${step}]` : `.${step}`;
+  return text;
 }
