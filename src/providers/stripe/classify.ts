@@ -2,7 +2,8 @@
  * Classifying Stripe's answers (SPEC §3) and mapping refunds to ProviderTxn. Pure functions over the
  * shapes stripe-node v23 produces, so every row of the table is unit-testable.
  */
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
+import { StripeSdk } from './sdk.js';
 import type { ProviderTxn, SubmitResult, TxnState } from '../../types.js';
 import { redact } from '../../config/redact.js';
 
@@ -60,7 +61,7 @@ export function classifyRefund(refund: Stripe.Response<Stripe.Refund>): SubmitRe
  * or a dropped connection says nothing about what Stripe did (SPEC §1.1), so it is `unknown`.
  */
 export function classifySubmitError(err: unknown): SubmitResult {
-  if (!(err instanceof Stripe.errors.StripeError)) {
+  if (!(err instanceof StripeSdk.errors.StripeError)) {
     return { outcome: 'unknown', error_class: 'unexpected', message: redact(String((err as Error)?.message ?? err)) };
   }
   const status = err.statusCode;
@@ -70,7 +71,7 @@ export function classifySubmitError(err: unknown): SubmitResult {
     ...(err.requestId ? { provider_request_id: err.requestId } : {}),
     message: redact(err.message),
   };
-  if (err instanceof Stripe.errors.StripeConnectionError || status === undefined) {
+  if (err instanceof StripeSdk.errors.StripeConnectionError || status === undefined) {
     return { ...base, error_class: isTimeout(err) ? 'timeout' : 'connection' };
   }
   // 409 `idempotency_key_in_use`: the first request with this key is still running. stripe-node
@@ -95,9 +96,9 @@ function isTimeout(err: Stripe.errors.StripeError): boolean {
 
 /** A short, secret-free description for LookupResult.error and UsageErrors. */
 export function describeError(err: unknown): string {
-  if (err instanceof Stripe.errors.StripeError) {
+  if (err instanceof StripeSdk.errors.StripeError) {
     const what =
-      err instanceof Stripe.errors.StripeConnectionError
+      err instanceof StripeSdk.errors.StripeConnectionError
         ? isTimeout(err)
           ? 'timeout'
           : 'connection'

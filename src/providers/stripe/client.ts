@@ -2,7 +2,8 @@
  * The stripe-node client and the one door every request goes through: the client-side token
  * bucket (stay under `rateLimit`) and bounded 429 retries honouring `Retry-After`.
  */
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
+import { StripeSdk } from './sdk.js';
 import { UsageError } from '../../errors.js';
 import { backoffDelay, realSleep, retryAfterMs, TokenBucket, withRetries, type Sleep } from '../../core/ratelimit.js';
 import type { StripeProviderConfig } from '../../config/types.js';
@@ -27,7 +28,7 @@ export interface ClientDeps {
 export function createClient(config: StripeProviderConfig, deps: ClientDeps = {}): StripeClient {
   const sleep = deps.sleep ?? realSleep;
   const random = deps.random ?? Math.random;
-  const stripe = new Stripe(config.apiKey, {
+  const stripe = new StripeSdk(config.apiKey, {
     ...endpointOf(config),
     // Zero: recon owns retry permission (SPEC §1.4). A 409 or 5xx on a submit is an unknown outcome
     // that `recon run` resolves by lookup; stripe-node still retries a closed connection once, with
@@ -91,18 +92,18 @@ function endpointOf(config: StripeProviderConfig): { host?: string; port?: numbe
 
 export function isRateLimited(err: unknown): boolean {
   return (
-    err instanceof Stripe.errors.StripeError &&
-    (err.statusCode === 429 || err instanceof Stripe.errors.StripeRateLimitError)
+    err instanceof StripeSdk.errors.StripeError &&
+    (err.statusCode === 429 || err instanceof StripeSdk.errors.StripeRateLimitError)
   );
 }
 
 /** Milliseconds the provider asked us to wait; 0 when it did not say. */
 export function retryAfterOf(err: unknown): number {
-  const headers = err instanceof Stripe.errors.StripeError ? err.headers : undefined;
+  const headers = err instanceof StripeSdk.errors.StripeError ? err.headers : undefined;
   return retryAfterMs(headerOf(headers, 'retry-after')) ?? 0;
 }
 
 function isTransient(err: unknown): boolean {
-  if (!(err instanceof Stripe.errors.StripeError)) return false;
-  return err instanceof Stripe.errors.StripeConnectionError || (err.statusCode ?? 0) >= 500;
+  if (!(err instanceof StripeSdk.errors.StripeError)) return false;
+  return err instanceof StripeSdk.errors.StripeConnectionError || (err.statusCode ?? 0) >= 500;
 }

@@ -2,7 +2,8 @@
  * The `stripe` provider (SPEC §6): refunds through the official stripe-node SDK, pointed at
  * `apiBase` (a sandbox in tests). Every submit carries the operation's own idempotency key.
  */
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
+import { StripeSdk } from './sdk.js';
 import { ProviderUnavailableError, UsageError } from '../../errors.js';
 import type { StripeProviderConfig } from '../../config/types.js';
 import type { Provider, ProviderTxn, SubmitRequest, SubmitResult, WebhookEvent } from '../../types.js';
@@ -65,7 +66,7 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
       try {
         return refundToTxn(await client.call(() => client.stripe.refunds.retrieve(providerId), 'read'));
       } catch (err) {
-        if (err instanceof Stripe.errors.StripeError && err.statusCode === 404) return null;
+        if (err instanceof StripeSdk.errors.StripeError && err.statusCode === 404) return null;
         throw new ProviderUnavailableError(`${config.name}: cannot fetch refund ${providerId}: ${describeError(err)}`);
       }
     },
@@ -86,7 +87,7 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
         event = client.stripe.webhooks.constructEvent(body, signature, config.webhookSecret);
       } catch (err) {
         const reason =
-          err instanceof Stripe.errors.StripeSignatureVerificationError
+          err instanceof StripeSdk.errors.StripeSignatureVerificationError
             ? 'signature does not match'
             : describeError(err);
         throw new UsageError(`--signature: invalid webhook signature (${reason}); check the provider's webhookSecret`);
