@@ -25,7 +25,19 @@ import { BASELINE_WASM_FLAGS } from '../../src/store/pglite.js';
 
 const HEAVY = ['stripe', 'pg', '@electric-sql/pglite', '@inquirer/prompts'];
 
-const REGISTER = `import { register } from 'node:module';\nregister(new URL('./resolve-hook.mjs', import.meta.url));\n`;
+// ES modules as they resolve, and at exit every CommonJS module in require's cache: commander and the
+// Stripe SDK are required as CommonJS (commands/support/commander.ts, src/providers/stripe/sdk.ts),
+// which the resolve hook does not see.
+const REGISTER = `import { appendFileSync } from 'node:fs';
+import { createRequire, register } from 'node:module';
+import { pathToFileURL } from 'node:url';
+register(new URL('./resolve-hook.mjs', import.meta.url));
+const cache = createRequire(import.meta.url).cache;
+process.on('exit', () => {
+  const file = process.env.BENCH_MODULES_FILE;
+  if (file) appendFileSync(file, Object.keys(cache).map((f) => pathToFileURL(f).href + '\\n').join(''));
+});
+`;
 const RESOLVE = `import { appendFileSync } from 'node:fs';
 export async function resolve(specifier, context, next) {
   const r = await next(specifier, context);
@@ -171,6 +183,9 @@ await db.close();`;
     const heavyVersion = await heavyLoaded(ctx, dir, ['--version'], dir);
     // --help is answered from the command table alone; a group's help loads commander and the table.
     const helpCommander = await heavyLoaded(ctx, dir, ['--help'], dir, ['commander']);
+    // The check can see a CommonJS package: commander's own help loads commander.
+    if ((await heavyLoaded(ctx, dir, ['ops', '--help'], dir, ['commander'])).length !== 1)
+      throw new Error('the module hook did not see commander load for recon ops --help: it cannot check --help');
     const heavyHelp = [
       ...(await heavyLoaded(ctx, dir, ['--help'], dir)),
       ...(await heavyLoaded(ctx, dir, ['ops', '--help'], dir)),
