@@ -14,6 +14,19 @@ describe('canonicalJson', () => {
     expect(canonicalJson({ a: undefined, b: [2, 1, undefined] })).toBe('{"b":[2,1,null]}');
   });
 
+  it('writes a hole in an array as null, as it is stored: the hash of a payload survives the store', () => {
+    // A library caller's payload may be a sparse array; jsonb stores each hole as null, and a claim
+    // re-hashes the payload it reads back (src/core/claims.ts): both must give the same text.
+    const sparse: unknown[] = [1];
+    sparse[2] = 3;
+    const holeFirst: unknown[] = [];
+    holeFirst[1] = 2;
+    for (const value of [sparse, holeFirst, { items: sparse }]) {
+      expect(canonicalJson(value)).toBe(canonicalJson(JSON.parse(JSON.stringify(value))));
+    }
+    expect([canonicalJson(sparse), canonicalJson(holeFirst)]).toEqual(['[1,null,3]', '[null,2]']);
+  });
+
   it('writes Dates as ISO strings and primitives as JSON', () => {
     expect(canonicalJson({ at: new Date('2024-05-01T00:00:00Z'), t: true, f: false, n: null, s: 'é"\n' })).toBe(
       '{"at":"2024-05-01T00:00:00.000Z","f":false,"n":null,"s":"é\\"\\n","t":true}',
