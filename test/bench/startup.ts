@@ -143,13 +143,12 @@ await db.close();`;
       emptyRatios.push(e.ms / n.ms);
       commanderRatios.push(c.ms / n.ms);
     }
-    // PGlite takes ~0.5-1 s to start, and its start varies by ±10% from run to run: as many rounds as
-    // above. Each round runs recon and two bare baselines: PGlite as it ships, on V8's defaults (what a
-    // plain script gets: the issue's floor, which the target is held to), and PGlite on the WebAssembly
-    // setting recon gives a one-shot command (the baseline tier only: src/store/pglite.ts,
-    // useBaselineWasm), the second figure: what recon's own code adds to the same engine, without
-    // what the setting saves.
-    const listRuns = runs;
+    // PGlite takes ~0.5-1 s to start, and its start varies by ±10% from run to run: more rounds than
+    // above. Each round runs recon and two bare baselines: PGlite on the WebAssembly setting recon gives
+    // a one-shot command (the baseline tier only: src/store/pglite.ts, useBaselineWasm), the row's
+    // value, what recon's own code adds to the same engine; and PGlite as it ships, on V8's defaults
+    // (what a plain script gets), the second figure. The target holds for both.
+    const listRuns = ctx.quick ? runs : 36;
     const bare = (flags: string[]) =>
       runNode(ctx, [...flags, '--input-type=module', '-e', bareLite, path.join(dir, 'db')], { cwd: ROOT });
     const sameFlags = BASELINE_WASM_FLAGS.split(' ');
@@ -176,6 +175,7 @@ await db.close();`;
     const base = median(node);
     const versionRatio = median(versionRatios);
     const helpRatio = median(helpRatios);
+    const listRatio = median(listRatios);
     const defaultRatio = median(defaultRatios);
     /** How the pairs spread, and the plain ratio of the two medians, for the reader. */
     const spread = (ratios: number[], xs: number[], ys: number[]): string =>
@@ -225,18 +225,18 @@ await db.close();`;
       {
         bench: 'startup',
         name: `recon ops list --json, empty embedded store, median of ${list.length} paired runs (${round(median(list), 1)} ms)`,
-        value: round(defaultRatio),
+        value: round(listRatio),
         unit: '× bare PGlite.create',
-        target: '≤ 1.1×',
-        baseline: round(median(liteDefault), 1),
+        target: '≤ 1.1× (on the same setting and on V8 defaults)',
+        baseline: round(median(lite), 1),
         baseline_unit: 'ms',
-        baseline_of: "PGlite.create on the same folder + the same query, plain node (V8's defaults)",
-        ratio: round(defaultRatio),
-        pass: defaultRatio <= 1.1,
+        baseline_of: `PGlite.create on the same folder + the same query, plain node on recon's WebAssembly setting (${BASELINE_WASM_FLAGS})`,
+        ratio: round(listRatio),
+        pass: listRatio <= 1.1 && defaultRatio <= 1.1,
         note:
-          `${spread(defaultRatios, list, liteDefault)}; second figure, against bare PGlite on recon's WebAssembly ` +
-          `setting (${BASELINE_WASM_FLAGS}; ${round(median(lite), 1)} ms) in the same rounds: ${round(median(listRatios))}× ` +
-          `(${spread(listRatios, list, lite)}); loads ${heavyList.join(', ') || 'no heavy module'} ` +
+          `${spread(listRatios, list, lite)}; second figure, against bare PGlite as it ships, on V8's defaults ` +
+          `(${round(median(liteDefault), 1)} ms) in the same rounds: ${round(defaultRatio)}× ` +
+          `(${spread(defaultRatios, list, liteDefault)}); loads ${heavyList.join(', ') || 'no heavy module'} ` +
           `(PGlite is expected: it is the store); ${round(median(list) / base, 2)}× node -e 0`,
       },
       {
