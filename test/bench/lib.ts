@@ -93,7 +93,11 @@ export async function freshPgStore(ctx: BenchContext): Promise<{ url: string; db
 
 /**
  * Drops the databases made since the last call. A million-row table left behind is vacuumed and
- * analysed by autovacuum while the next benchmark runs, and its CPU counted against that one.
+ * analysed by autovacuum while the next benchmark runs, and its CPU counted against that one. Then
+ * the server writes its dirty buffers (CHECKPOINT) and the kernel its dirty pages (sync) now, rather
+ * than while the next one measures: after list-unresolved (a million rows written, then dropped) the
+ * claims row and its baseline both ran ~20% slower without this (1,923/s against 2,555/s after
+ * write-path alone).
  */
 export async function dropBenchDatabases(ctx: BenchContext): Promise<void> {
   if (benchDatabases.length === 0) return;
@@ -102,22 +106,6 @@ export async function dropBenchDatabases(ctx: BenchContext): Promise<void> {
   await client.connect();
   try {
     for (const name of benchDatabases.splice(0)) await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  } finally {
-    await client.end();
-  }
-}
-
-/**
- * Between two benchmarks: the server writes its dirty buffers now (CHECKPOINT) and the kernel its
- * dirty pages (sync), rather than while the next one measures. After list-unresolved (a million rows
- * written, then dropped) the claims row and its baseline both ran ~20% slower without this:
- * 1,923/s against 2,555/s after write-path alone.
- */
-export async function settle(ctx: BenchContext): Promise<void> {
-  const pg = (await import('pg')).default;
-  const client = new pg.Client({ connectionString: ctx.pgUrl });
-  await client.connect();
-  try {
     await client.query('CHECKPOINT');
   } finally {
     await client.end();

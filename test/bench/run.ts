@@ -16,7 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { startPostgres } from '../support/postgres.js';
 import { auditDuplicates } from './audit-duplicates.js';
 import { claims } from './claims.js';
-import { dropBenchDatabases, ROOT, round, settle, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
+import { dropBenchDatabases, ROOT, round, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
 import { listUnresolved } from './list-unresolved.js';
 import { reconcileThroughput } from './reconcile.js';
 import { recordThroughput } from './record.js';
@@ -127,7 +127,6 @@ async function main(): Promise<void> {
         });
       }
       await dropBenchDatabases(ctx);
-      await settle(ctx);
       log(`  (${b.name}: ${Math.round((performance.now() - t0) / 1000)} s)`);
     }
   } finally {

@@ -152,16 +152,19 @@ await db.close();`;
     const bare = (flags: string[]) =>
       runNode(ctx, [...flags, '--input-type=module', '-e', bareLite, path.join(dir, 'db')], { cwd: ROOT });
     const sameFlags = BASELINE_WASM_FLAGS.split(' ');
+    const contenders = [
+      () => runRecon(ctx, ['ops', 'list', '--json', '--db', store], { cwd: dir }),
+      () => bare(sameFlags),
+      () => bare([]),
+    ];
     for (let i = 0; i < listRuns + 1; i++) {
       // Rotate the order, so that none always runs first or right after another.
-      const order = [0, 1, 2].map((k) => (k + i) % 3);
-      const got: Record<number, Awaited<ReturnType<typeof runNode>>> = {};
-      for (const k of order)
-        got[k] =
-          k === 0
-            ? await runRecon(ctx, ['ops', 'list', '--json', '--db', store], { cwd: dir })
-            : await bare(k === 1 ? sameFlags : []);
-      const [l, b, d] = [got[0], got[1], got[2]];
+      const got: Awaited<ReturnType<typeof runNode>>[] = [];
+      for (let j = 0; j < contenders.length; j++) {
+        const k = (i + j) % contenders.length;
+        got[k] = await contenders[k]();
+      }
+      const [l, b, d] = got;
       expectExit(l, 'recon ops list --json');
       expectExit(b, 'bare PGlite.create (baseline tier)');
       expectExit(d, 'bare PGlite.create (V8 defaults)');
