@@ -13,7 +13,7 @@ import path from 'node:path';
 import { expect } from 'vitest';
 import { mcpAgent } from '../../commands/mcp.js';
 import { createDeps } from '../../commands/support/deps.js';
-import { serveHttp } from '../../src/agent/http.js';
+import { serveHttp, type HttpServeOptions } from '../../src/agent/http.js';
 import { BIN, cleanEnv, ROOT, type JsonDoc } from '../support/cli.js';
 import { bufferIO } from '../support/in-process.js';
 import type { Backend } from '../support/backends.js';
@@ -112,9 +112,10 @@ export interface InProcessHttpServer extends HttpServer {
 export async function startHttpServer(
   world: World,
   env: Record<string, string> = { RECON_MCP_TOKEN: TOKEN },
+  args: string[] = [],
 ): Promise<HttpServerProcess> {
   await world.release(); // the embedded store admits one process: the world's in-process commands let go
-  const child = world.spawn(['mcp', '--http', '--port', '0'], { env });
+  const child = world.spawn(['mcp', '--http', '--port', '0', ...args], { env });
   let err = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
@@ -150,7 +151,10 @@ export async function startHttpServer(
  * the system chooses. For what the server does with requests; `startHttpServer` for what the
  * process does (the command's checks, its "serving" line, SIGTERM, exit code, the store's lock).
  */
-export async function startInProcessHttpServer(world: World, token = TOKEN): Promise<InProcessHttpServer> {
+export async function startInProcessHttpServer(
+  world: World,
+  options: Partial<HttpServeOptions> = {},
+): Promise<InProcessHttpServer> {
   const io = bufferIO();
   const deps = createDeps(
     io,
@@ -162,7 +166,7 @@ export async function startInProcessHttpServer(world: World, token = TOKEN): Pro
   // As `recon mcp` builds it, on the world's open store and clock.
   const agent = await mcpAgent(deps, await world.db(), () => world.now());
   const version = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-  const server = await serveHttp(agent, { port: 0, host: '127.0.0.1', token, version });
+  const server = await serveHttp(agent, { port: 0, host: '127.0.0.1', token: TOKEN, version, ...options });
   return {
     url: server.url,
     stderr: () => io.err.text,
@@ -174,9 +178,15 @@ export async function startInProcessHttpServer(world: World, token = TOKEN): Pro
   };
 }
 
-export async function httpAgent(server: HttpServer, name = 'http-agent', token = TOKEN): Promise<Agent> {
+/** The SDK's real Client over Streamable HTTP; `headers` replace the default `Authorization: Bearer TOKEN` or add to it. */
+export async function httpAgent(
+  server: HttpServer,
+  name = 'http-agent',
+  token = TOKEN,
+  headers: Record<string, string> = {},
+): Promise<Agent> {
   const transport = new StreamableHTTPClientTransport(new URL(server.url), {
-    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    requestInit: { headers: { Authorization: `Bearer ${token}`, ...headers } },
   });
   const client = new Client({ name, version: '1.0.0' });
   await client.connect(transport);
