@@ -318,7 +318,8 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   });
 
   it('a second request with the id of one in flight in the session gets a JSON-RPC error; the first is answered; one refund', async () => {
-    world = await startMcpWorld(backend);
+    // Stripe's answer is held until released: no provider timeout may end the request first.
+    world = await startMcpWorld(backend, {}, { timeout: '60s', lease: '120s' });
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     server = await startInProcessHttpServer(world);
     const id = 'refund:ord_8011';
@@ -357,9 +358,10 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   });
 
   it('a tool call not answered in time gets a timeout error telling the agent not to send it again; nothing is sent twice', async () => {
-    world = await startMcpWorld(backend);
+    // Stripe's answer is held until released: recon's request timeout ends the request, not the provider's.
+    world = await startMcpWorld(backend, {}, { timeout: '60s', lease: '120s' });
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
-    server = await startInProcessHttpServer(world, { requestTimeoutMs: 1000 });
+    server = await startInProcessHttpServer(world, { requestTimeoutMs: 5000 });
     const agent = await httpAgent(server);
     agents.push(agent);
     const id = 'refund:ord_8012';

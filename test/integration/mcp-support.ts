@@ -25,8 +25,12 @@ export const TOKEN = 'mcp-test-token-0123456789abcdef';
 /** A small refund is auto-approved; a larger one waits for a person. */
 const AUTO_APPROVE = { maxAmount: 5000, currencies: ['usd'] };
 
-export function startMcpWorld(backend: Backend, stripe: WorldOptions['stripe'] = {}): Promise<World> {
-  return startIncidentWorld({ backend, stripe, stripeConfig: { autoApprove: AUTO_APPROVE } });
+export function startMcpWorld(
+  backend: Backend,
+  stripe: WorldOptions['stripe'] = {},
+  stripeConfig: Record<string, unknown> = {},
+): Promise<World> {
+  return startIncidentWorld({ backend, stripe, stripeConfig: { autoApprove: AUTO_APPROVE, ...stripeConfig } });
 }
 
 function worldEnv(world: World, extra: Record<string, string> = {}): Record<string, string> {
