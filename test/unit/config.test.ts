@@ -1,7 +1,7 @@
-import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { loadConfig, parseConfig } from '../../src/config/load.js';
 import { redact } from '../../src/config/redact.js';
 import type { HttpProviderConfig, StripeProviderConfig } from '../../src/config/types.js';
@@ -11,8 +11,15 @@ import { createProvider } from '../../src/providers/index.js';
 
 const H = 3_600_000;
 
+const made: string[] = [];
+afterAll(() => {
+  for (const folder of made.splice(0)) rmSync(folder, { recursive: true, force: true });
+});
+
 function dir(): string {
-  return mkdtempSync(path.join(tmpdir(), 'recon-config-'));
+  const folder = mkdtempSync(path.join(tmpdir(), 'recon-config-'));
+  made.push(folder);
+  return folder;
 }
 
 function writeConfig(folder: string, config: unknown, name = 'recon.config.json'): string {
@@ -177,7 +184,7 @@ describe('the SPEC example', () => {
 describe('one-line errors naming the key and the fix', () => {
   it('a missing environment variable names the key path and the variable, when that provider is used', async () => {
     // Deferred: a machine without STRIPE_API_KEY can still list and record; only using stripe fails.
-    const folder = mkdtempSync(path.join(tmpdir(), 'recon-config-'));
+    const folder = dir();
     writeConfig(folder, SPEC_EXAMPLE);
     const loaded = await loadConfig({ env: { STRIPE_WEBHOOK_SECRET: 'whsec_x', WAREHOUSE_TOKEN: 't' }, cwd: folder });
     expect(Object.keys(loaded.providers)).not.toContain('stripe');
