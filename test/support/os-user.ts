@@ -20,7 +20,7 @@ export const asRoot = process.getuid?.() === 0;
  * util-linux's `runuser` lives in /usr/sbin or /sbin, which a PATH limited to the basics
  * (`PATH=/usr/bin:/bin`, as in a fresh container shell or cron) leaves out.
  */
-export function runuserPath(): string {
+function runuserPath(): string {
   const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/sbin', '/usr/bin', '/bin'];
   for (const dir of dirs) {
     if (dir && fs.existsSync(path.join(dir, 'runuser'))) return path.join(dir, 'runuser');
