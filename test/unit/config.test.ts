@@ -309,3 +309,44 @@ describe('createProvider', () => {
     );
   });
 });
+
+describe('precedence: environment over file for the provider named stripe', () => {
+  it('STRIPE_API_BASE, STRIPE_API_KEY and STRIPE_WEBHOOK_SECRET win over the values `recon init` writes', async () => {
+    const folder = dir();
+    writeConfig(folder, {
+      providers: {
+        stripe: {
+          type: 'stripe',
+          apiKey: 'sk_test_file',
+          apiBase: 'https://api.stripe.com',
+          webhookSecret: 'whsec_file',
+        },
+        stripe_eu: { type: 'stripe', apiKey: 'sk_test_eu', apiBase: 'https://api.stripe.com' },
+      },
+    });
+    const env = {
+      STRIPE_API_BASE: 'http://127.0.0.1:12111',
+      STRIPE_API_KEY: 'sk_test_sandbox',
+      STRIPE_WEBHOOK_SECRET: 'whsec_sandbox',
+    };
+    const loaded = await loadConfig({ env, cwd: folder });
+    expect(loaded.providers.stripe).toMatchObject({
+      apiBase: 'http://127.0.0.1:12111',
+      apiKey: 'sk_test_sandbox',
+      webhookSecret: 'whsec_sandbox',
+    });
+    // Another Stripe provider keeps its own values (it names its variables with ${VAR}).
+    expect(loaded.providers.stripe_eu).toMatchObject({ apiBase: 'https://api.stripe.com', apiKey: 'sk_test_eu' });
+    // Unset or empty variables leave the file's values.
+    const fromFile = await loadConfig({ env: { STRIPE_API_BASE: '' }, cwd: folder });
+    expect(fromFile.providers.stripe).toMatchObject({ apiBase: 'https://api.stripe.com', apiKey: 'sk_test_file' });
+  });
+
+  it('a STRIPE_API_BASE that is not a URL is a usage error naming the variable', async () => {
+    const folder = dir();
+    writeConfig(folder, { providers: { stripe: { type: 'stripe', apiKey: 'sk_test_file' } } });
+    await expect(loadConfig({ env: { STRIPE_API_BASE: 'localhost:12111' }, cwd: folder })).rejects.toThrow(
+      /STRIPE_API_BASE: must start with https:\/\//,
+    );
+  });
+});
