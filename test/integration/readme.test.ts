@@ -12,7 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { BIN, cleanEnv, collect, ROOT, type JsonDoc } from '../support/cli.js';
+import { BIN, cleanEnv, collect, ROOT } from '../support/cli.js';
 
 const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-readme-'));
 let child: ChildProcess | undefined;
@@ -115,7 +115,7 @@ describe('README: On call, step by step', () => {
     // The operation is confirmed with the refund a person kept, and links the provider's two
     // refunds of the payment: recon's one (its answer was lost; no second was made) and the one
     // made by hand.
-    const operation = JSON.parse(fs.readFileSync(path.join(work, 'operation.json'), 'utf8')) as JsonDoc;
+    const operation = JSON.parse(fs.readFileSync(path.join(work, 'operation.json'), 'utf8'));
     expect(operation.state, JSON.stringify(operation)).toBe('confirmed');
     expect(JSON.stringify(operation)).toContain('re_3Nx8Dup1042');
     // About twenty CLI starts, one of which creates a PGlite store: genuinely slow.
