@@ -44,10 +44,16 @@ async function pgliteTemplates(): Promise<{ migrated: string; empty: string; rem
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-template-'));
   const empty = path.join(root, 'empty');
   const migrated = path.join(root, 'migrated');
-  fs.cpSync(await initdbFolder(), empty, { recursive: true });
-  fs.cpSync(empty, migrated, { recursive: true });
-  await (await openStore(`pglite:${migrated}`)).close();
-  return { migrated, empty, remove: () => fs.rmSync(root, { recursive: true, force: true }) };
+  const remove = () => fs.rmSync(root, { recursive: true, force: true });
+  try {
+    fs.cpSync(await initdbFolder(), empty, { recursive: true });
+    fs.cpSync(empty, migrated, { recursive: true });
+    await (await openStore(`pglite:${migrated}`)).close();
+  } catch (err) {
+    remove();
+    throw err;
+  }
+  return { migrated, empty, remove };
 }
 
 /**
