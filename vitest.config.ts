@@ -11,6 +11,8 @@ export default defineConfig({
     // 126 s with every test slower. So at least two.
     maxWorkers: Math.max(2, availableParallelism() - 1),
     globalSetup: ['test/support/global-setup.ts'],
+    // The default output, then one line per optional tool whose tests were skipped (PgBouncer).
+    reporters: ['default', './test/support/optional-reporter.ts'],
     // Per-file cleanup of the support modules (test/support/file-end.ts), isolated or not.
     setupFiles: ['test/support/setup-file.ts'],
     projects: [

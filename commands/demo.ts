@@ -39,7 +39,7 @@ export async function runDemo(deps: Deps): Promise<void> {
     println(
       deps.io,
       s.bold('recon demo') +
-        s.dim(' — incidents of SPEC §8 against in-process sandboxes, on a throw-away in-memory store'),
+        s.dim(' — the incidents of docs/rule.md against in-process sandboxes, on a throw-away in-memory store'),
     );
   }
   const report = await playDemo(listener);

@@ -9,6 +9,10 @@ export function register(program: Command): void {
     .argument('<kind>', 'stripe or warehouse')
     .option('--port <n>', 'port (default 0: a free one, printed)', parsePort('--port'))
     .option('--host <host>', 'address to bind', '127.0.0.1')
+    .option(
+      '--accept-any-payment-intent',
+      'stripe: a refund of an unknown pi_… creates that payment intent first (as stripe-mock accepts any id)',
+    )
     .addHelpText(
       'after',
       `
@@ -16,11 +20,12 @@ Fault injection and seeding over HTTP: POST /_sandbox/faults {"kind":"commit_the
 POST /_sandbox/seed/payment_intent {"amount":5000,"currency":"usd"}, GET /_sandbox/ledger.
 
 Example:
-  $ recon sandbox stripe --port 12111 &
-  $ STRIPE_API_KEY=sk_test_sandbox STRIPE_API_BASE=http://127.0.0.1:12111 recon lookup --client-ref ord_1 --provider stripe`,
+  $ recon sandbox stripe --port 12111 --accept-any-payment-intent &
+  $ export STRIPE_API_BASE=http://127.0.0.1:12111 STRIPE_API_KEY=sk_test_sandbox STRIPE_WEBHOOK_SECRET=whsec_sandbox
+  $ recon lookup --client-ref ord_1 --provider stripe`,
     )
     .action(
-      action<{ port?: number; host: string }>(async ([kind], opts, deps) => {
+      action<{ port?: number; host: string; acceptAnyPaymentIntent?: boolean }>(async ([kind], opts, deps) => {
         let close: () => Promise<void> = async () => {};
         let lines: string[] = [];
         let url = '';
@@ -29,11 +34,17 @@ Example:
         try {
           if (kind === 'stripe') {
             const m = await import('../src/sandbox/stripe/server.js');
-            const sb = await m.startStripeSandbox({ port: opts.port ?? 0, host: opts.host });
+            const sb = await m.startStripeSandbox({
+              port: opts.port ?? 0,
+              host: opts.host,
+              acceptAnyPaymentIntent: opts.acceptAnyPaymentIntent === true,
+            });
             close = () => sb.close();
             lines = m.stripeSandboxSummary(sb);
             url = sb.url;
           } else if (kind === 'warehouse') {
+            if (opts.acceptAnyPaymentIntent)
+              throw new UsageError('--accept-any-payment-intent: only for the stripe sandbox');
             const m = await import('../src/sandbox/warehouse/server.js');
             const sb = await m.startWarehouseSandbox({ port: opts.port ?? 0, host: opts.host });
             close = () => sb.close();

@@ -12,7 +12,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
 import { substituteEnv, type Env } from './env.js';
-import { DEFAULT_CAPABILITIES, readProvider } from './providers.js';
+import { DEFAULT_CAPABILITIES, readProvider, withStripeEnvironment } from './providers.js';
 import { Section } from './read.js';
 import { redact, registerSecret } from './redact.js';
 import type { LoadedConfig, ProviderConfig, StripeProviderConfig } from './types.js';
@@ -120,7 +120,7 @@ export function parseConfig(text: string, where: { path: string; env: Env }): Lo
       unavailable[name] = err.message;
       continue;
     }
-    providers[name] = readProvider(name, resolved, path.dirname(where.path));
+    providers[name] = withStripeEnvironment(readProvider(name, resolved, path.dirname(where.path)), where.env);
   }
   return {
     path: where.path,

@@ -249,3 +249,21 @@ function checkUrl(where: string, value: string): void {
     throw new UsageError(`${where}: must start with https:// (or http:// for a local sandbox)`);
   }
 }
+
+/**
+ * For the provider named `stripe`, the environment wins over the file (the order `--db` >
+ * `RECON_DB` > file has for the store): `STRIPE_API_KEY`, `STRIPE_API_BASE` and
+ * `STRIPE_WEBHOOK_SECRET`, where set and not empty, replace its `apiKey`, `apiBase` and
+ * `webhookSecret`. So pointing recon at a sandbox takes the three lines `recon sandbox stripe`
+ * prints, whatever the file says. Other providers read their variables through `${VAR}`.
+ */
+export function withStripeEnvironment(p: ProviderConfig, env: Record<string, string | undefined>): ProviderConfig {
+  if (p.type !== 'stripe' || p.name !== 'stripe') return p;
+  const apiKey = env['STRIPE_API_KEY'] || p.apiKey;
+  const apiBase = env['STRIPE_API_BASE'] || p.apiBase;
+  const webhookSecret = env['STRIPE_WEBHOOK_SECRET'] || p.webhookSecret;
+  if (env['STRIPE_API_BASE']) checkUrl('STRIPE_API_BASE', env['STRIPE_API_BASE']);
+  registerSecret(apiKey);
+  registerSecret(webhookSecret);
+  return { ...p, apiKey, apiBase, webhookSecret };
+}

@@ -3,14 +3,13 @@
  * read-only folder, a non-empty folder that is not a recon store — is exit 2 or 6 with a hint,
  * never exit 1 with a raw EEXIST/EACCES/EROFS, and nothing is created in someone else's folder.
  */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { BIN, collect, recon } from '../support/cli.js';
 import { spawn } from 'node:child_process';
-import { cleanEnv } from '../support/cli.js';
+import { BIN, cleanEnv, collect, recon, ROOT } from '../support/cli.js';
+import { asRoot, canRunAs, readableInstall, runAs, unprivilegedUser } from '../support/os-user.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-paths-'));
 fs.chmodSync(root, 0o755);
@@ -57,14 +56,16 @@ describe('pglite: paths that cannot be a store', () => {
     const parent = path.join(root, 'readonly');
     fs.mkdirSync(parent);
     fs.chmodSync(parent, 0o555);
-    const args = [BIN, '--db', `pglite:${path.join(parent, 'db')}`, 'ops', 'list', '--json'];
-    // root ignores file modes: run the CLI as an unprivileged user then.
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) execFileSync('id', ['-u', 'nobody']);
-    const child = asRoot
-      ? spawn('runuser', ['-u', 'nobody', '--', process.execPath, ...args], { cwd: root, env: cleanEnv() })
-      : spawn(process.execPath, args, { cwd: root, env: cleanEnv() });
-    const r = await collect(child);
+    // root ignores file modes: run the CLI as an unprivileged user then, from a copy it can read
+    // when the clone sits where that user cannot enter (e.g. /root).
+    const user = asRoot ? unprivilegedUser() : undefined;
+    const bin =
+      user && !canRunAs(user, process.execPath, [BIN, '--version'])
+        ? readableInstall(ROOT, path.join(root, 'app'))
+        : BIN;
+    const args = [bin, '--db', `pglite:${path.join(parent, 'db')}`, 'ops', 'list', '--json'];
+    const [cmd, argv] = runAs(user, process.execPath, args);
+    const r = await collect(spawn(cmd, argv, { cwd: root, env: cleanEnv() }));
     expect(r.code, r.stderr).toBe(6);
     noRawErrno(r.stderr);
     expect(r.json.error.message).toMatch(/cannot write|permission/i);

@@ -1,9 +1,9 @@
 /** The module provider: a user's JavaScript module loaded relative to the config file and checked at load. */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { UsageError } from '../../src/errors.js';
 import { createProvider } from '../../src/providers/index.js';
@@ -14,6 +14,17 @@ const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '
 function loadFrom(configDir: string, entry: Record<string, unknown>) {
   const text = JSON.stringify({ providers: { calendar: { type: 'module', ...entry } } });
   return parseConfig(text, { path: path.join(configDir, 'recon.config.json'), env: {} });
+}
+
+const made: string[] = [];
+afterAll(() => {
+  for (const folder of made.splice(0)) rmSync(folder, { recursive: true, force: true });
+});
+
+function moduleFolder(): string {
+  const folder = mkdtempSync(path.join(tmpdir(), 'recon-module-'));
+  made.push(folder);
+  return folder;
 }
 
 const invite = (id: string) => ({
@@ -59,7 +70,7 @@ describe('module provider', () => {
   });
 
   it('a module that lacks methods is refused at load, naming the key and what is missing', async () => {
-    const folder = mkdtempSync(path.join(tmpdir(), 'recon-module-'));
+    const folder = moduleFolder();
     writeFileSync(path.join(folder, 'x.mjs'), 'export default { capabilities: {}, async lookup() {} };\n');
     const err = await createProvider('calendar', loadFrom(folder, { module: './x.mjs' })).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(UsageError);
@@ -69,7 +80,7 @@ describe('module provider', () => {
   });
 
   it('a provider object (not a factory) works too; its lease is checked against its timeout', async () => {
-    const folder = mkdtempSync(path.join(tmpdir(), 'recon-module-'));
+    const folder = moduleFolder();
     const body = (caps: string) =>
       `export default { capabilities: ${caps}, async submit() { return { outcome: 'failed' }; }, async lookup() { return { result: 'not_found', matches: [], candidates: [] }; }, async get() { return null; } };\n`;
     writeFileSync(path.join(folder, 'ok.mjs'), body('{ concurrency: 2 }'));

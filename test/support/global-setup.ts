@@ -11,6 +11,11 @@
  *
  * With RECON_TEST_BACKEND=pglite no server is started and `pgUrl` is ''; with =postgres no PGlite
  * template is made and `pgliteTemplate` is ''.
+ *
+ * The run gets a temporary folder of its own (`TMPDIR`, which the workers and every child process
+ * inherit), so other runs on the same machine do not count: at the end it must be empty (a test
+ * removes what it creates). If not, the run fails naming what was left, and the folder is
+ * removed either way, leaving /tmp as the run found it.
  */
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -39,10 +44,16 @@ async function pgliteTemplates(): Promise<{ migrated: string; empty: string; rem
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-template-'));
   const empty = path.join(root, 'empty');
   const migrated = path.join(root, 'migrated');
-  fs.cpSync(await initdbFolder(), empty, { recursive: true });
-  fs.cpSync(empty, migrated, { recursive: true });
-  await (await openStore(`pglite:${migrated}`)).close();
-  return { migrated, empty, remove: () => fs.rmSync(root, { recursive: true, force: true }) };
+  const remove = () => fs.rmSync(root, { recursive: true, force: true });
+  try {
+    fs.cpSync(await initdbFolder(), empty, { recursive: true });
+    fs.cpSync(empty, migrated, { recursive: true });
+    await (await openStore(`pglite:${migrated}`)).close();
+  } catch (err) {
+    remove();
+    throw err;
+  }
+  return { migrated, empty, remove };
 }
 
 /**
@@ -106,11 +117,22 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     project.provide('pgliteEmptyTemplate', shared.pgliteEmptyTemplate);
     return undefined;
   }
+  const runTmp = runTempFolder();
   const backend = process.env.RECON_TEST_BACKEND;
-  const [server, template] = await Promise.all([
+  const [started, made] = await Promise.allSettled([
     backend === 'pglite' ? undefined : postgresWithTemplate(),
     backend === 'postgres' ? undefined : pgliteTemplates(),
   ]);
+  if (started.status === 'rejected' || made.status === 'rejected') {
+    // One failed: undo what the other made.
+    if (made.status === 'fulfilled') made.value?.remove();
+    if (started.status === 'fulfilled') await started.value?.stop();
+    runTmp.remove();
+    throw started.status === 'rejected' ? started.reason : (made as PromiseRejectedResult).reason;
+  }
+  const server = started.value;
+  const template = made.value;
+  runTmp.removeOnExit();
   const shared = {
     pgUrl: server?.url ?? '',
     pgTemplate: server ? PG_TEMPLATE_DB : '',
@@ -128,5 +150,39 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     delete process.env.RECON_TEST_PG_URL;
     template?.remove();
     await server?.stop();
+    const left = runTmp.remove();
+    if (left.length > 0) {
+      // vitest prints a teardown's error but keeps the run's exit code: fail it here.
+      process.exitCode = 1;
+      throw new Error(
+        `the tests left ${left.length} entr${left.length === 1 ? 'y' : 'ies'} in the temporary folder (removed now; ` +
+          `a test removes what it creates): ${left.join(', ')}`,
+      );
+    }
+  };
+}
+
+/**
+ * A temporary folder for the run, made the `TMPDIR` of this process (and so of the workers and
+ * child processes it starts). Readable by all: as root the PostgreSQL server runs as another user
+ * in a folder inside it. `remove()` restores `TMPDIR`, deletes the folder, and returns what it held.
+ */
+function runTempFolder(): { removeOnExit: () => void; remove: () => string[] } {
+  const previous = process.env.TMPDIR;
+  const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-test-run-'));
+  fs.chmodSync(folder, 0o755);
+  process.env.TMPDIR = folder;
+  const onExit = () => fs.rmSync(folder, { recursive: true, force: true });
+  return {
+    // After the server's own 'exit' listener, which stops it and removes its folder inside this one.
+    removeOnExit: () => process.once('exit', onExit),
+    remove: () => {
+      process.removeListener('exit', onExit);
+      if (previous === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = previous;
+      const left = fs.existsSync(folder) ? fs.readdirSync(folder).sort() : [];
+      fs.rmSync(folder, { recursive: true, force: true });
+      return left;
+    },
   };
 }

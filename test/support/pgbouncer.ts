@@ -4,15 +4,18 @@
  * so anything recon keeps in a session (advisory locks, named prepared statements, `SET`) would
  * leak to another client or be lost.
  *
- * The binary is the Debian package `pgbouncer` (`/usr/sbin/pgbouncer`), or `PGBOUNCER_BIN`. A
- * test that needs it FAILS when it is missing, naming the package: never a silent skip. Like
- * PostgreSQL, PgBouncer refuses to run as root; then it runs as the `postgres` OS user.
+ * The binary is the Debian package `pgbouncer` (`/usr/sbin/pgbouncer`), or `PGBOUNCER_BIN`. It is
+ * not on npm: where it is missing, the tests that need it are skipped and the run's summary says
+ * so in one line (`test/support/optional.ts`); with RECON_TEST_REQUIRE_PGBOUNCER=1 (CI) they run
+ * and fail, naming the package. Like PostgreSQL, PgBouncer refuses to run as root; then it runs
+ * as the same OS user as the server (`serverUser()`).
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { asRoot, runAs, serverUser } from './os-user.js';
 
 export interface PgBouncer {
   /** `postgres://postgres@127.0.0.1:PORT/DATABASE`: the pooler, for the database of `serverUrl`. */
@@ -25,7 +28,8 @@ export interface PgBouncerOptions {
   poolSize?: number;
 }
 
-function findPgBouncer(): string {
+/** The pgbouncer binary, or an error naming the package and PGBOUNCER_BIN. */
+export function findPgBouncer(): string {
   const missing = (where: string) =>
     new Error(
       `no pgbouncer binary (${where}): install the Debian package \`pgbouncer\` ` +
@@ -65,7 +69,7 @@ async function startOn(port: number, serverUrl: string, opts: PgBouncerOptions):
   const bin = findPgBouncer();
   const server = new URL(serverUrl);
   const database = server.pathname.replace(/^\//, '') || 'postgres';
-  const asRoot = process.getuid?.() === 0;
+  const user = asRoot ? serverUser() : undefined;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-pgbouncer-'));
   const logFile = path.join(dir, 'pgbouncer.log');
   const ini = [
@@ -88,14 +92,18 @@ async function startOn(port: number, serverUrl: string, opts: PgBouncerOptions):
   ].join('\n');
   const iniPath = path.join(dir, 'pgbouncer.ini');
   fs.writeFileSync(iniPath, ini + '\n');
-  if (asRoot) {
-    const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
-    const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
-    fs.chownSync(dir, uid, gid);
-    fs.chownSync(iniPath, uid, gid);
+  let child: ChildProcess;
+  try {
+    if (user) {
+      fs.chownSync(dir, user.uid, user.gid);
+      fs.chownSync(iniPath, user.uid, user.gid);
+    }
+    const [cmd, args] = runAs(user, bin, [iniPath]);
+    child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: os.tmpdir() });
+  } catch (err) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw err;
   }
-  const [cmd, args] = asRoot ? ['runuser', ['-u', 'postgres', '--', bin, iniPath]] : [bin, [iniPath]];
-  const child: ChildProcess = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: os.tmpdir() });
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));

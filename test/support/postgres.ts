@@ -5,7 +5,8 @@
  * start: the error says why, and CI fails.
  *
  * PostgreSQL refuses to run as root, and CI runs as root: then the server runs as the
- * `postgres` OS user (`runuser`), in a temporary folder that user owns.
+ * `postgres` OS user, else `nobody` (`serverUser()`), through `runuser`, in a temporary folder
+ * that user owns. Every failure removes that folder.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -14,6 +15,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { asRoot, canRunAs, runAs, serverUser, type OsUser } from './os-user.js';
 
 export interface PostgresServer {
   /** `postgres://postgres@127.0.0.1:PORT/postgres` */
@@ -174,33 +176,29 @@ export async function startPostgres(o: StartOptions = {}): Promise<PostgresServe
   const found = findPgBin();
   const { source } = found;
   let bin = found.dir;
-  const asRoot = process.getuid?.() === 0;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-pg-'));
   const data = path.join(dir, 'data');
   const logFile = path.join(dir, 'server.log');
-  if (asRoot) {
-    const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
-    const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
-    fs.chownSync(dir, uid, gid);
-    // The hydrated embedded binaries sit under the project's node_modules, which the postgres
-    // user cannot reach when the clone is in a private folder (e.g. /root): then it gets its own
-    // copy inside the run's folder (removed with it).
-    if (source === 'embedded' && !canRunAs('postgres', path.join(bin, 'postgres'))) {
-      const copy = path.join(dir, 'pg');
-      fs.cpSync(path.dirname(bin), copy, { recursive: true, verbatimSymlinks: true });
-      execFileSync('chown', ['-R', `${uid}:${gid}`, copy]);
-      bin = path.join(copy, 'bin');
-      if (!canRunAs('postgres', path.join(bin, 'postgres'))) {
-        throw new Error(`the postgres OS user cannot run ${bin}/postgres (copied from ${found.dir})`);
-      }
-    }
-  }
-  const run = (cmd: string, args: string[]) =>
-    asRoot
-      ? runCommand(runuserPath(), ['-u', 'postgres', '--', path.join(bin, cmd), ...args])
-      : runCommand(path.join(bin, cmd), args);
+  let user: OsUser | undefined;
+  const run = (cmd: string, args: string[]) => runCommand(...runAs(user, path.join(bin, cmd), args));
 
   try {
+    if (asRoot) {
+      user = serverUser();
+      fs.chownSync(dir, user.uid, user.gid);
+      // The hydrated embedded binaries sit under the project's node_modules, which the server's
+      // user cannot reach when the clone is in a private folder (e.g. /root): then it gets its own
+      // copy inside the run's folder (removed with it).
+      if (source === 'embedded' && !canRunAs(user, path.join(bin, 'postgres'))) {
+        const copy = path.join(dir, 'pg');
+        fs.cpSync(path.dirname(bin), copy, { recursive: true, verbatimSymlinks: true });
+        execFileSync('chown', ['-R', `${user.uid}:${user.gid}`, copy]);
+        bin = path.join(copy, 'bin');
+        if (!canRunAs(user, path.join(bin, 'postgres'))) {
+          throw new Error(`the ${user.name} OS user cannot run ${bin}/postgres (copied from ${found.dir})`);
+        }
+      }
+    }
     await run('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--no-locale', '--no-sync']);
     let lastError: unknown;
     // The free port is only free when we looked; retry if someone takes it before the server does.
@@ -222,9 +220,7 @@ export async function startPostgres(o: StartOptions = {}): Promise<PostgresServe
         // pg_ctl daemonises the server: if the test run dies without its teardown, stop the
         // server on the way out rather than leave it running.
         const onExit = () => {
-          const [cmd, args] = asRoot
-            ? [runuserPath(), ['-u', 'postgres', '--', path.join(bin, 'pg_ctl'), ...stopArgs]]
-            : [path.join(bin, 'pg_ctl'), stopArgs];
+          const [cmd, args] = runAs(user, path.join(bin, 'pg_ctl'), stopArgs);
           spawnSync(cmd, args, { stdio: 'ignore', cwd: os.tmpdir() });
           fs.rmSync(dir, { recursive: true, force: true });
         };
@@ -275,23 +271,6 @@ export async function createDatabase(
   const url = new URL(baseUrl);
   url.pathname = `/${name}`;
   return url.toString();
-}
-
-/**
- * util-linux's `runuser` lives in /usr/sbin or /sbin, which a PATH limited to the basics
- * (`PATH=/usr/bin:/bin`, as in a fresh container shell or cron) leaves out.
- */
-function runuserPath(): string {
-  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/sbin', '/usr/bin', '/bin'];
-  for (const dir of dirs) {
-    if (dir && fs.existsSync(path.join(dir, 'runuser'))) return path.join(dir, 'runuser');
-  }
-  throw new Error('running the tests as root needs util-linux runuser (to start PostgreSQL as the postgres user)');
-}
-
-function canRunAs(user: string, binary: string): boolean {
-  const r = spawnSync(runuserPath(), ['-u', user, '--', binary, '--version'], { stdio: 'ignore', cwd: os.tmpdir() });
-  return r.status === 0;
 }
 
 function runCommand(cmd: string, args: string[]): Promise<void> {

@@ -1,7 +1,7 @@
-import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { loadConfig, parseConfig } from '../../src/config/load.js';
 import { redact } from '../../src/config/redact.js';
 import type { HttpProviderConfig, StripeProviderConfig } from '../../src/config/types.js';
@@ -11,8 +11,15 @@ import { createProvider } from '../../src/providers/index.js';
 
 const H = 3_600_000;
 
+const made: string[] = [];
+afterAll(() => {
+  for (const folder of made.splice(0)) rmSync(folder, { recursive: true, force: true });
+});
+
 function dir(): string {
-  return mkdtempSync(path.join(tmpdir(), 'recon-config-'));
+  const folder = mkdtempSync(path.join(tmpdir(), 'recon-config-'));
+  made.push(folder);
+  return folder;
 }
 
 function writeConfig(folder: string, config: unknown, name = 'recon.config.json'): string {
@@ -177,7 +184,7 @@ describe('the SPEC example', () => {
 describe('one-line errors naming the key and the fix', () => {
   it('a missing environment variable names the key path and the variable, when that provider is used', async () => {
     // Deferred: a machine without STRIPE_API_KEY can still list and record; only using stripe fails.
-    const folder = mkdtempSync(path.join(tmpdir(), 'recon-config-'));
+    const folder = dir();
     writeConfig(folder, SPEC_EXAMPLE);
     const loaded = await loadConfig({ env: { STRIPE_WEBHOOK_SECRET: 'whsec_x', WAREHOUSE_TOKEN: 't' }, cwd: folder });
     expect(Object.keys(loaded.providers)).not.toContain('stripe');
@@ -299,6 +306,47 @@ describe('createProvider', () => {
     const loaded = await loadConfig({ env: ENV, cwd: folder });
     await expect(createProvider('x', loaded)).rejects.toThrow(
       'unknown provider "x"; configured: stripe, warehouse, calendar',
+    );
+  });
+});
+
+describe('precedence: environment over file for the provider named stripe', () => {
+  it('STRIPE_API_BASE, STRIPE_API_KEY and STRIPE_WEBHOOK_SECRET win over the values `recon init` writes', async () => {
+    const folder = dir();
+    writeConfig(folder, {
+      providers: {
+        stripe: {
+          type: 'stripe',
+          apiKey: 'sk_test_file',
+          apiBase: 'https://api.stripe.com',
+          webhookSecret: 'whsec_file',
+        },
+        stripe_eu: { type: 'stripe', apiKey: 'sk_test_eu', apiBase: 'https://api.stripe.com' },
+      },
+    });
+    const env = {
+      STRIPE_API_BASE: 'http://127.0.0.1:12111',
+      STRIPE_API_KEY: 'sk_test_sandbox',
+      STRIPE_WEBHOOK_SECRET: 'whsec_sandbox',
+    };
+    const loaded = await loadConfig({ env, cwd: folder });
+    expect(loaded.providers.stripe).toMatchObject({
+      apiBase: 'http://127.0.0.1:12111',
+      apiKey: 'sk_test_sandbox',
+      webhookSecret: 'whsec_sandbox',
+    });
+    // Another Stripe provider keeps its own values (it names its variables with ${VAR}).
+    expect(loaded.providers.stripe_eu).toMatchObject({ apiBase: 'https://api.stripe.com', apiKey: 'sk_test_eu' });
+    // Unset or empty variables leave the file's values.
+    const fromFile = await loadConfig({ env: { STRIPE_API_BASE: '' }, cwd: folder });
+    expect(fromFile.providers.stripe).toMatchObject({ apiBase: 'https://api.stripe.com', apiKey: 'sk_test_file' });
+  });
+
+  it('a STRIPE_API_BASE that is not a URL is a usage error naming the variable', async () => {
+    const folder = dir();
+    writeConfig(folder, { providers: { stripe: { type: 'stripe', apiKey: 'sk_test_file' } } });
+    await expect(loadConfig({ env: { STRIPE_API_BASE: 'localhost:12111' }, cwd: folder })).rejects.toThrow(
+      /STRIPE_API_BASE: must start with https:\/\//,
     );
   });
 });

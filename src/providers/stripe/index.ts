@@ -81,7 +81,11 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
           `${where}.webhookSecret: not configured; set it (or STRIPE_WEBHOOK_SECRET) to verify webhooks`,
         );
       }
-      if (!signature) throw new UsageError('--signature: required; pass the Stripe-Signature header of the delivery');
+      // Named by the header, not by a flag: `webhook serve` reads the header, `webhook ingest` takes it as --signature.
+      if (!signature)
+        throw new UsageError(
+          'Stripe-Signature: missing; pass the header the delivery came with (recon webhook ingest --signature)',
+        );
       let event: Stripe.Event;
       try {
         event = client.stripe.webhooks.constructEvent(body, signature, config.webhookSecret);
@@ -90,7 +94,9 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
           err instanceof StripeSdk.errors.StripeSignatureVerificationError
             ? 'signature does not match'
             : describeError(err);
-        throw new UsageError(`--signature: invalid webhook signature (${reason}); check the provider's webhookSecret`);
+        throw new UsageError(
+          `Stripe-Signature: invalid webhook signature (${reason}); check the provider's webhookSecret`,
+        );
       }
       const object = (event.data as { object?: { object?: string } }).object;
       const txn =

@@ -14,6 +14,8 @@ import {
 } from './types.js';
 
 export interface SeedRefund {
+  /** Default: a new random `re_…`. */
+  id?: string;
   payment_intent?: string;
   charge?: string;
   amount: number;
@@ -63,6 +65,9 @@ interface Stored {
   hiddenUntil: number;
 }
 
+/** The amount (minor units) of a payment intent made up by `acceptAnyPaymentIntent`, at least. */
+const ANY_PAYMENT_INTENT_AMOUNT = 1_000_000;
+
 export class StripeLedger {
   readonly paymentIntents = new Map<string, PaymentIntent>();
   readonly charges = new Map<string, Charge>();
@@ -75,7 +80,20 @@ export class StripeLedger {
   private readonly byCharge = new Map<string, Stored[]>();
   private seq = 0;
 
-  constructor(private readonly now: () => number) {}
+  /**
+   * `acceptAnyPaymentIntent`: a refund of an unknown `pi_…` creates that payment intent first
+   * (succeeded, in the refund's currency, for at least `ANY_PAYMENT_INTENT_AMOUNT`), and listing
+   * the refunds of an unknown one is an empty page, as stripe-mock accepts any id. For trying recon
+   * by hand with the ids of one's own examples; tests seed what they use.
+   */
+  constructor(
+    private readonly now: () => number,
+    private readonly acceptAnyPaymentIntent = false,
+  ) {}
+
+  private acceptsUnknown(piId: string): boolean {
+    return this.acceptAnyPaymentIntent && /^pi_[A-Za-z0-9_]+$/.test(piId);
+  }
 
   private nowSeconds(): number {
     return Math.floor(this.now() / 1000);
@@ -129,7 +147,10 @@ export class StripeLedger {
       const seeded = this.seedPaymentIntent({ amount: r.amount, currency: r.currency ?? 'usd', id: r.payment_intent });
       charge = this.charges.get(seeded.charge)!;
     }
+    if (r.id !== undefined && (!/^re_[A-Za-z0-9_]+$/.test(r.id) || this.byId.has(r.id)))
+      throw new Error(`id ${r.id} is taken or not shaped like re_…`);
     return this.insert({
+      id: r.id,
       charge,
       amount: r.amount,
       currency: (r.currency ?? charge.currency).toLowerCase(),
@@ -164,6 +185,10 @@ export class StripeLedger {
     // From here on the endpoint is executing: Stripe saves these answers under the idempotency key.
     let charge: Charge | undefined;
     if (piId) {
+      if (!this.paymentIntents.has(piId) && this.acceptsUnknown(piId)) {
+        const currency = str(params.currency) ?? 'usd';
+        this.seedPaymentIntent({ amount: Math.max(amount ?? 0, ANY_PAYMENT_INTENT_AMOUNT), currency, id: piId });
+      }
       const pi = this.paymentIntents.get(piId);
       if (!pi) return missingResource('payment_intent', piId, 'payment_intent');
       charge = this.charges.get(pi.latest_charge);
@@ -208,6 +233,7 @@ export class StripeLedger {
   }
 
   private insert(r: {
+    id?: string;
     charge: Charge;
     amount: number;
     currency: string;
@@ -217,7 +243,7 @@ export class StripeLedger {
     created: number;
   }): Refund {
     const refund: Refund = {
-      id: randomId('re'),
+      id: r.id ?? randomId('re'),
       object: 'refund',
       amount: r.amount,
       balance_transaction: randomId('txn'),
@@ -307,7 +333,7 @@ export class StripeLedger {
     }
     const piId = str(params.payment_intent);
     const chId = str(params.charge);
-    if (piId && !this.paymentIntents.has(piId))
+    if (piId && !this.paymentIntents.has(piId) && !this.acceptsUnknown(piId))
       return { ...missingResource('payment_intent', piId, 'payment_intent'), stored: false };
     if (chId && !this.charges.has(chId)) return { ...missingResource('charge', chId, 'charge'), stored: false };
     const cursorId = after ?? before;

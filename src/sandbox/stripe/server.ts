@@ -50,6 +50,8 @@ export interface StripeSandboxOptions {
   keyRetentionMs?: number;
   /** Clock (ms) for object timestamps, key retention and `hide`. Default Date.now. */
   now?: () => number;
+  /** A refund of an unknown `pi_…` creates it, as stripe-mock accepts any id (see StripeLedger). Default false. */
+  acceptAnyPaymentIntent?: boolean;
   /** Called as each API request arrives, before latency and the rate limit (the bench times arrivals). */
   onRequest?: (route: string) => void;
 }
@@ -85,7 +87,7 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
   const nowSeconds = () => Math.floor(now() / 1000);
   const apiKey = opts.apiKey ?? 'sk_test_sandbox';
   const webhookSecret = opts.webhookSecret ?? 'whsec_sandbox';
-  const ledger = new StripeLedger(now);
+  const ledger = new StripeLedger(now, opts.acceptAnyPaymentIntent ?? false);
   const faults = new SandboxFaults();
   const stats = newStats();
   const bucket = opts.rateLimit ? new TokenBucket(opts.rateLimit) : null;
@@ -222,6 +224,8 @@ function bearerKey(header: string | undefined): string | undefined {
 export function stripeSandboxSummary(sb: StripeSandbox): string[] {
   return [
     `Stripe sandbox listening on ${sb.url}`,
+    `  point recon at it (the environment wins over recon.config.json for the provider "stripe"):`,
+    `  export STRIPE_API_BASE=${sb.url} STRIPE_API_KEY=${sb.apiKey} STRIPE_WEBHOOK_SECRET=${sb.webhookSecret}`,
     `  API key:        ${sb.apiKey}`,
     `  webhook secret: ${sb.webhookSecret}`,
     `  provider config: {"type": "stripe", "apiKey": "${sb.apiKey}", "apiBase": "${sb.url}", "webhookSecret": "${sb.webhookSecret}"}`,

@@ -267,7 +267,7 @@ type Send = (status: number, body: unknown, headers?: Record<string, string>) =>
 export function warehouseSandboxSummary(sb: WarehouseSandbox): string[] {
   return [
     `Warehouse sandbox listening on ${sb.url}`,
-    `  provider config: {"type": "http", "baseUrl": "${sb.url}"${sb.token ? `, "headers": {"Authorization": "Bearer ${sb.token}"}` : ''}, ...} (SPEC §6 example)`,
+    `  provider config: {"type": "http", "baseUrl": "${sb.url}"${sb.token ? `, "headers": {"Authorization": "Bearer ${sb.token}"}` : ''}, ...} (docs/providers.md)`,
     `  control: POST ${sb.url}/_sandbox/faults · POST ${sb.url}/_sandbox/release · GET ${sb.url}/_sandbox/ledger`,
   ];
 }
