@@ -19,7 +19,7 @@ const OUTCOMES: ReviewOutcome[] = ['confirmed', 'failed', 'cancelled'];
 export function register(program: Command): void {
   const review = program
     .command('review')
-    .description('the human queue: operations in needs_review')
+    .description('the human queue: operations in needs_review, and proposals held by the re-plan guard')
     .addHelpText(
       'after',
       '\nExamples:\n  $ recon review list\n  $ recon review resolve refund:ord_1042 --outcome confirmed --txn re_123 --note "one refund at Stripe"',
@@ -73,7 +73,7 @@ export function register(program: Command): void {
 /** The human queue with its evidence, oldest first, and the exact next command for each. */
 async function reviewList(opts: { provider?: string; limit: number }, deps: Deps): Promise<void> {
   const core = await deps.core();
-  const filter = { states: ['needs_review' as const], provider: opts.provider };
+  const filter = { states: ['needs_review' as const], provider: opts.provider, orHeld: true };
   const [ops, total] = await Promise.all([
     listOperations(core.db, { ...filter, limit: opts.limit }),
     countOperations(core.db, filter),

@@ -94,8 +94,9 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
     const c = expectAction(changed, 'approved');
     expect(c.refused.rule).toBe('payload_frozen');
     expect(c).toMatchObject({ amount: 1200, currency: 'usd' });
-    expect(c.message).toMatch(/1200 usd/);
-    expect(c.message).toMatch(/new operation_id/);
+    // Not sent yet: the recorded amount in major units, and no invitation to a new operation_id.
+    expect(c.message).toMatch(/12\.00 USD/);
+    expect(c.message).not.toMatch(/new operation_id/);
 
     const big = 'refund:ord_7003';
     const waiting = expectAction(await agent.call('propose_action', refund(big, pi.payment_intent, 9000)), 'proposed');
