@@ -18,6 +18,8 @@ export const stripeRefundPayload = z
       .optional()
       .describe('Your own keys; recon_* keys are recon’s and refused'),
   })
+  // Strict: a payload with other fields is taken whole by the free shape, never stripped to these.
+  .strict()
   .describe('Stripe refund');
 
 export type StripeRefundPayload = z.infer<typeof stripeRefundPayload>;

@@ -41,12 +41,12 @@ const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
  * (canonical JSON, the payload hash) could overflow on it.
  */
 function refuseUnstorable(root: unknown, field: string): void {
-  const stack: { v: unknown; path: string; depth: number }[] = [{ v: root, path: field, depth: 0 }];
+  const stack: { v: unknown; path: string; depth: number }[] = [{ v: root, path: field, depth: 1 }];
   while (stack.length) {
     const { v, path, depth } = stack.pop()!;
     if (typeof v === 'string') checkText(v, path, 'contains');
     else if (v !== null && typeof v === 'object') {
-      if (depth >= MAX_DEPTH)
+      if (depth > MAX_DEPTH)
         throw new UsageError(`${path}: nested more than ${MAX_DEPTH} levels deep; flatten the document`);
       if (Array.isArray(v)) v.forEach((x, i) => stack.push({ v: x, path: `${path}[${i}]`, depth: depth + 1 }));
       else
