@@ -168,7 +168,7 @@ function heldFrom(op: Operation): { id: string; state: State } | null {
 }
 
 /** The field a validation message names first ("payload.amount: …" → "payload.amount"). */
-export function fieldOf(message: string): string {
+function fieldOf(message: string): string {
   const m = /^([A-Za-z_][\w.[\]-]*):/.exec(message);
   return m ? m[1] : 'input';
 }

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 
 /** A Stripe refund (https://docs.stripe.com/api/refunds/create): which payment, how much, why. */
-export const stripeRefundPayload = z
+const stripeRefundPayload = z
   .object({
     payment_intent: z.string().min(1).max(255).optional().describe('The payment to refund, e.g. "pi_123" (or charge)'),
     charge: z.string().min(1).max(255).optional().describe('The charge to refund, e.g. "ch_123" (or payment_intent)'),

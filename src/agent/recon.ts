@@ -94,14 +94,14 @@ export async function openRecon(o: OpenReconOptions = {}): Promise<Recon> {
   const now = o.now ?? (() => new Date());
   const agent: Agent = { db, config, now, provider, log: o.log ?? (() => undefined) };
   const call: ToolCall = { agent, ctx: { db, actor: o.actor ?? `app:${env.RECON_ACTOR || 'application'}`, now } };
-  const answer = (a: Answer): ReconAnswer => a.result as ReconAnswer;
+  const answer = (a: Answer): ReconAnswer => a.result;
   return {
     async act(input) {
       const proposed = await propose(call, {
         provider: input.provider,
         action: input.action,
         operation_id: input.id,
-        payload: input.payload as Record<string, unknown>,
+        payload: input.payload,
         client_reference: input.client_reference,
         subject: input.subject,
         reason: input.reason,

@@ -15,7 +15,9 @@ export function txnMismatches(
   const out: string[] = [];
   if (op.amount !== null && txn.amount !== null && op.amount !== txn.amount) {
     // In major units with the currency, as a person reads them ("80.03 USD vs 79.03 USD").
-    out.push(`amount (${formatAmount(txn.amount, txn.currency ?? op.currency)} vs ${formatAmount(op.amount, op.currency)})`);
+    out.push(
+      `amount (${formatAmount(txn.amount, txn.currency ?? op.currency)} vs ${formatAmount(op.amount, op.currency)})`,
+    );
   }
   if (op.currency !== null && txn.currency !== null && op.currency.toLowerCase() !== txn.currency.toLowerCase()) {
     out.push(`currency (${txn.currency} vs ${op.currency})`);
