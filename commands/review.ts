@@ -19,7 +19,7 @@ const OUTCOMES: ReviewOutcome[] = ['confirmed', 'failed', 'cancelled'];
 export function register(program: Command): void {
   const review = program
     .command('review')
-    .description('the human queue: operations in needs_review, and proposals held by the re-plan guard')
+    .description('the human queue: operations in needs_review')
     .addHelpText(
       'after',
       '\nExamples:\n  $ recon review list\n  $ recon review resolve refund:ord_1042 --outcome confirmed --txn re_123 --note "one refund at Stripe"',

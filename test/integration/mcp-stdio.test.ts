@@ -122,8 +122,12 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
     expect(world.stripe.refunds({ payment_intent: pi.payment_intent }).map((x) => x.amount)).toEqual([9000]);
     expect(refundRequests(world)).toBe(requestsBefore + 1);
 
+    // The confirmed one is settled; the approved, never-sent one is still listed (not waiting for a person).
     const open = (await agent.call('list_open_actions', {})).structuredContent;
-    expect(open).toMatchObject({ actions: [], total: 0, next: 'none' });
+    expect(open.actions.map((a: { operation_id: string }) => a.operation_id)).not.toContain(big);
+    expect(open.actions).toContainEqual(
+      expect.objectContaining({ operation_id: small, state: 'approved', waits_for_person: false }),
+    );
   });
 
   it('the seed incident: committed then dropped → outcome_unknown, do not retry; execute again sends nothing; check_action confirms; one refund', async () => {
