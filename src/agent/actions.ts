@@ -48,7 +48,8 @@ export interface ProposeInput {
 /**
  * The call's context with a store whose first transaction also writes the call's audit event
  * (before it commits): a crash after the change cannot lose the record of who asked for it.
- * `audited()` says whether it was written; if not, the caller writes it on its own.
+ * `audited()` says whether it was written; if not, the caller writes it on its own. Its detail says
+ * `in_change: true`: the events just before it in the chain (attempt.started, a decision) are that change.
  */
 function auditedInChange(c: ToolCall, id: string, detail: { tool: string } & Record<string, unknown>) {
   const inner = c.ctx.db;
@@ -240,7 +241,7 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
     );
   }
   // The claim (approved → submitting, the attempt row) is the change this call makes: its event goes with it.
-  const call = auditedInChange(c, id, { tool: 'execute_action', sent: true, attempt: 1 });
+  const call = auditedInChange(c, id, { tool: 'execute_action', in_change: true });
   let submitted;
   try {
     submitted = await submitOperation(call.ctx, provider, id);
@@ -263,8 +264,8 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
     }
     // Another call claimed it first (two clients, one click each): theirs is the attempt.
     // (Or the payload no longer matches its hash: then it is needs_review, and the state says so.)
-    if (!(err instanceof RefusedError) || call.audited()) throw err;
-    return secondClick(c, id, (await currentOperation(c.ctx.db, id))!);
+    if (!(err instanceof RefusedError)) throw err;
+    return secondClick(c, id, (await currentOperation(c.ctx.db, id))!, call.audited());
   }
   if (!call.audited()) await auditCall(c.ctx, [id], { tool: 'execute_action', sent: true, attempt: submitted.attempt });
   const after = (await currentOperation(c.ctx.db, id))!;
@@ -277,8 +278,18 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
 }
 
 /** The second click: nothing is sent; the answer is the state. */
-async function secondClick(c: ToolCall, id: string, found: { op: Operation; txnIds: string[] }): Promise<Answer> {
-  await auditCall(c.ctx, [id], { tool: 'execute_action', sent: false, already_attempted: found.op.attempt_count > 0 });
+async function secondClick(
+  c: ToolCall,
+  id: string,
+  found: { op: Operation; txnIds: string[] },
+  audited = false,
+): Promise<Answer> {
+  if (!audited)
+    await auditCall(c.ctx, [id], {
+      tool: 'execute_action',
+      sent: false,
+      already_attempted: found.op.attempt_count > 0,
+    });
   const now = (await currentOperation(c.ctx.db, id)) ?? found;
   return ok({ ...describeState(now.op, now.txnIds), sent: false, attempt_count: now.op.attempt_count });
 }
@@ -289,7 +300,7 @@ export async function check(c: ToolCall, id: string): Promise<Answer> {
   const now0 = c.ctx.now();
   const inFlight = isInFlight(found.op, now0);
   let decision = null;
-  const call = auditedInChange(c, id, { tool: 'check_action', checked: true });
+  const call = auditedInChange(c, id, { tool: 'check_action', checked: true, in_change: true });
   if (isReconcilable(found.op.state) && !inFlight) {
     let provider;
     try {

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { backends, removeTempStores } from '../support/backends.js';
 import type { World } from '../support/world.js';
-import { expectExit, SLOW_STORE_TIMEOUT_MS } from './incidents-support.js';
+import { expectExit, show, SLOW_STORE_TIMEOUT_MS } from './incidents-support.js';
 import { expectAction, refund, refundRequests, startMcpWorld, stdioAgent, type Agent } from './mcp-support.js';
 
 afterAll(() => removeTempStores());
@@ -78,6 +78,17 @@ describe.each(backends)('recon mcp answers, store on $name', (backend) => {
       fs.writeFileSync(process.env.RECON_MCP_TRANSCRIPT, JSON.stringify(agent.transcript, null, 2));
     await agent.close();
     agent = undefined;
+
+    // The execute_action call is audited in the attempt's claim, before the request was sent and
+    // before its outcome: a crash between the two could not lose who asked.
+    const events = (await show(world, id)).events as unknown as {
+      kind: string;
+      to_state: string;
+      detail: { tool?: string };
+    }[];
+    const call = events.findIndex((ev) => ev.kind === 'mcp.call' && ev.detail.tool === 'execute_action');
+    expect(events[call - 1]).toMatchObject({ to_state: 'submitting' });
+    expect(events.findIndex((ev) => ev.to_state === 'confirmed')).toBeGreaterThan(call);
 
     // A person sees why it waits, and can still approve a second, deliberate refund.
     const proposed = expectExit(await world.recon(['ops', 'list', '--state', 'proposed', '--json']), 0);
