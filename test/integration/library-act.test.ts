@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { openRecon } from '../../src/index.js';
+import { openRecon, type Recon } from '../../src/index.js';
 import { backends, removeTempStores } from '../support/backends.js';
 import { ROOT } from '../support/cli.js';
 import type { World } from '../support/world.js';
@@ -36,6 +36,26 @@ function readmeExample(dir: string): string {
     ].join('\n'),
   );
   return file;
+}
+
+/** Typed end to end: the compiler checks a Stripe refund's payload (`npm run typecheck`; never called). */
+export function typedPayloads(recon: Recon) {
+  void recon.act({
+    id: 'x',
+    provider: 'stripe',
+    action: 'refund',
+    // @ts-expect-error amount is a number of minor units, not a string
+    payload: { payment_intent: 'pi_1', amount: '25.00' },
+  });
+  void recon.act({
+    id: 'x',
+    provider: 'stripe',
+    action: 'refund',
+    // @ts-expect-error a Stripe refund has no field "amount_cents"
+    payload: { payment_intent: 'pi_1', amount_cents: 1 },
+  });
+  // Another provider's action takes its own fields.
+  void recon.act({ id: 'x', provider: 'warehouse', action: 'shipment.create', payload: { sku: 'A-1', qty: 2 } });
 }
 
 describe.each(backends)('the library facade, store on $name', (backend) => {
