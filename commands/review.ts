@@ -73,7 +73,7 @@ export function register(program: Command): void {
 /** The human queue with its evidence, oldest first, and the exact next command for each. */
 async function reviewList(opts: { provider?: string; limit: number }, deps: Deps): Promise<void> {
   const core = await deps.core();
-  const filter = { states: ['needs_review' as const], provider: opts.provider };
+  const filter = { states: ['needs_review' as const], provider: opts.provider, orHeld: true };
   const [ops, total] = await Promise.all([
     listOperations(core.db, { ...filter, limit: opts.limit }),
     countOperations(core.db, filter),

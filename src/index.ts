@@ -1,6 +1,12 @@
 /**
  * recon as a library, for applications that record operations before calling the provider.
- * The same functions the CLI uses.
+ * In one call (the MCP tools' answers and refusals):
+ *
+ *   const recon = await openRecon();
+ *   const r = await recon.act({ id, provider: 'stripe', action: 'refund', payload, approval, client_reference });
+ *   await recon.close();
+ *
+ * And the same functions the CLI uses:
  *
  *   const db = await openStore('postgres://recon@db/ops');
  *   const ctx = { db, actor: 'checkout-service', now: () => new Date() };
@@ -9,6 +15,8 @@
  *   const stripe = await createProvider('stripe', config);
  *   const { operation } = await submitOperation(ctx, stripe, input.id);
  */
+export { openRecon, type Recon, type ReconAnswer, type ActInput, type OpenReconOptions } from './agent/recon.js';
+export type { StripeRefundPayload } from './agent/payloads.js';
 export { openStore, resolveStoreUrl } from './store/open.js';
 export type { Db, Queryable } from './store/db.js';
 export { migrate, schemaStatus } from './store/migrate.js';

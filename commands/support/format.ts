@@ -3,37 +3,7 @@
  * short. JSON output never goes through here: it keeps minor units and ISO times.
  */
 
-const digitsCache = new Map<string, number>();
-
-/** The currency's exponent (USD 2, JPY 0, KWD 3) as Intl knows it; null for a code Intl does not know. */
-function exponent(currency: string): number | null {
-  const code = currency.toUpperCase();
-  let digits = digitsCache.get(code);
-  if (digits === undefined) {
-    try {
-      const resolved = new Intl.NumberFormat('en-US', { style: 'currency', currency: code }).resolvedOptions()
-        .maximumFractionDigits;
-      if (resolved === undefined) return null;
-      digits = resolved;
-    } catch {
-      return null;
-    }
-    digitsCache.set(code, digits);
-  }
-  return digits;
-}
-
-/** `2599, usd` → `25.99 USD`; `1000, jpy` → `1,000 JPY`; no amount → ''. */
-export function formatAmount(amount: number | null | undefined, currency: string | null | undefined): string {
-  if (amount === null || amount === undefined) return '';
-  if (!currency) return String(amount);
-  const digits = exponent(currency);
-  if (digits === null) return `${amount} ${currency.toUpperCase()} (minor units)`;
-  const major = new Intl.NumberFormat('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }).format(
-    amount / 10 ** digits,
-  );
-  return `${major} ${currency.toUpperCase()}`;
-}
+export { formatAmount } from '../../src/lib/money.js';
 
 /** `56s`, `13m`, `2h 5m`, `3d 4h`: the largest unit and the next one when it is not zero. */
 export function formatAge(ms: number): string {

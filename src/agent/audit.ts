@@ -9,6 +9,7 @@
 import { NotFoundError } from '../errors.js';
 import { note } from '../core/note.js';
 import type { CoreContext } from '../core/context.js';
+import type { Queryable } from '../store/db.js';
 
 const MCP_CALL = 'mcp.call';
 
@@ -18,15 +19,23 @@ export async function auditCall(
   detail: { tool: string } & Record<string, unknown>,
 ): Promise<void> {
   if (operationIds.length === 0) return;
+  await ctx.db.transaction((tx) => auditCallIn(tx, ctx, operationIds, detail));
+}
+
+/** auditCall inside the transaction that makes the change the call describes. */
+export async function auditCallIn(
+  tx: Queryable,
+  ctx: Pick<CoreContext, 'actor' | 'now'>,
+  operationIds: string[],
+  detail: { tool: string } & Record<string, unknown>,
+): Promise<void> {
   const now = ctx.now();
-  await ctx.db.transaction(async (tx) => {
-    // In id order, so two calls over overlapping operations never wait on each other in a cycle.
-    for (const id of [...new Set(operationIds)].sort()) {
-      try {
-        await note(tx, id, { actor: ctx.actor, now, kind: MCP_CALL, rule: null, detail });
-      } catch (err) {
-        if (!(err instanceof NotFoundError)) throw err;
-      }
+  // In id order, so two calls over overlapping operations never wait on each other in a cycle.
+  for (const id of [...new Set(operationIds)].sort()) {
+    try {
+      await note(tx, id, { actor: ctx.actor, now, kind: MCP_CALL, rule: null, detail });
+    } catch (err) {
+      if (!(err instanceof NotFoundError)) throw err;
     }
-  });
+  }
 }

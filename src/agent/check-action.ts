@@ -4,15 +4,11 @@
  * retry happens only where the rule allows it, with the original key and payload.
  */
 import { z } from 'zod';
-import { reconcileById } from '../core/reconcile.js';
-import { isInFlight, isReconcilable } from '../core/states.js';
 import { ID_PATTERN } from '../core/validate.js';
-import { UsageError } from '../errors.js';
 import type { DecisionKind } from '../types.js';
-import { auditCall } from './audit.js';
-import { currentOperation } from './context.js';
-import { actionShape, describeState, forAgent, refusal, toolResult, notRecorded } from './result.js';
-import { guarded, type Register } from './tool.js';
+import { check } from './actions.js';
+import { actionShape } from './result.js';
+import { answer, guarded, type Register } from './tool.js';
 
 const DECISIONS = [
   'confirm',
@@ -43,6 +39,10 @@ const output = {
     .nullable()
     .optional()
     .describe('What the reconciliation rule decided in this call'),
+  retry_after: z
+    .object({ at: z.string(), seconds: z.number().int() })
+    .optional()
+    .describe('When asking again can tell more (ISO time, and seconds from now): call check_action after it'),
 };
 
 export const registerCheckAction: Register = (server, call) => {
@@ -61,52 +61,7 @@ export const registerCheckAction: Register = (server, call) => {
     },
     async ({ operation_id: id }) => {
       const c = call();
-      return guarded(c, 'check_action', id, async () => {
-        const found = await currentOperation(c.ctx.db, id);
-        if (!found) return toolResult(notRecorded(id, `No operation ${id} is recorded; nothing to check.`), true);
-        const inFlight = isInFlight(found.op, c.ctx.now());
-        let decision = null;
-        if (isReconcilable(found.op.state) && !inFlight) {
-          let provider;
-          try {
-            provider = await c.agent.provider(found.op.provider);
-          } catch (err) {
-            if (!(err instanceof UsageError)) throw err;
-            await auditCall(c.ctx, [id], { tool: 'check_action', checked: false, refused: 'provider_not_configured' });
-            return toolResult(
-              refusal(
-                id,
-                found.op,
-                found.txnIds,
-                'provider_not_configured',
-                `Refused: provider ${found.op.provider} is not usable by this recon server (${err.message}). ` +
-                  'Do not try the action again; tell the user an operator must fix the configuration.',
-                'none',
-              ),
-              true,
-            );
-          }
-          // null: another worker (recon run, another agent) holds it right now; its answer is the one to wait for.
-          const d = await reconcileById(c.ctx, provider, id);
-          if (d) decision = { decision: d.decision, rule: d.rule, explanation: d.explanation };
-        }
-        const now = (await currentOperation(c.ctx.db, id))!;
-        await auditCall(c.ctx, [id], {
-          tool: 'check_action',
-          checked: decision !== null,
-          rule: decision?.rule ?? null,
-        });
-        const explanation = forAgent(decision?.explanation, now.op.state);
-        return toolResult({
-          ...describeState(now.op, now.txnIds),
-          checked: decision !== null,
-          decision: decision && {
-            decision: decision.decision,
-            rule: decision.rule,
-            ...(explanation ? { explanation } : {}),
-          },
-        });
-      });
+      return guarded(c, 'check_action', id, async () => answer(await check(c, id)));
     },
   );
 };

@@ -1,11 +1,9 @@
 /** `get_action`: what recon knows about one operation now (`recon ops show`), without asking the provider. */
 import { z } from 'zod';
-import { attemptsOf } from '../core/operations.js';
 import { ID_PATTERN } from '../core/validate.js';
-import { auditCall } from './audit.js';
-import { currentOperation } from './context.js';
-import { actionShape, describeState, toolResult, notRecorded } from './result.js';
-import { guarded, type Register } from './tool.js';
+import { status } from './actions.js';
+import { actionShape } from './result.js';
+import { answer, guarded, type Register } from './tool.js';
 
 const input = {
   operation_id: z.string().regex(ID_PATTERN).describe('The operation_id you gave propose_action'),
@@ -48,34 +46,7 @@ export const registerGetAction: Register = (server, call) => {
     },
     async ({ operation_id: id }) => {
       const c = call();
-      return guarded(c, 'get_action', id, async () => {
-        const found = await currentOperation(c.ctx.db, id);
-        if (!found)
-          return toolResult(
-            notRecorded(id, `No operation ${id} is recorded. If you meant to do it, record it with propose_action.`),
-            true,
-          );
-        await auditCall(c.ctx, [id], { tool: 'get_action' });
-        const { op, txnIds } = (await currentOperation(c.ctx.db, id)) ?? found;
-        const attempts = await attemptsOf(c.ctx.db, id);
-        return toolResult({
-          ...describeState(op, txnIds),
-          provider: op.provider,
-          action: op.action,
-          amount: op.amount,
-          currency: op.currency,
-          client_reference: op.client_reference,
-          approval: op.approval,
-          attempts: attempts.map((a) => ({
-            number: a.number,
-            started_at: a.started_at.toISOString(),
-            ended_at: a.ended_at?.toISOString() ?? null,
-            outcome: a.outcome,
-          })),
-          created_at: op.created_at.toISOString(),
-          updated_at: op.updated_at.toISOString(),
-        });
-      });
+      return guarded(c, 'get_action', id, async () => answer(await status(c, id)));
     },
   );
 };

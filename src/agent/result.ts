@@ -19,7 +19,7 @@ export const STATE_MESSAGES: Record<State, string> = {
   submitting: 'The request is with the provider right now. Do not try again; ask with check_action in a moment.',
   pending: 'The provider accepted it and has not finished it yet. Do not try again; ask with check_action later.',
   outcome_unknown:
-    'The provider may have done it: the request ended without an answer, and recon is checking. Do not try again; ask with check_action.',
+    'The provider may have done it: the request ended without an answer, and recon has not found out yet. Do not try again; ask with check_action.',
   needs_review:
     'A person must decide what happened before anything more is done (see review_reason). Do not try again or propose it anew; tell the user it is under review.',
   confirmed: 'Done: the provider confirms it happened (see provider_txn_ids). Do not do it again.',
@@ -51,7 +51,7 @@ export const actionShape = {
   next: z.enum(NEXT_TOOLS).describe('The tool to call next, or none'),
   review_reason: z.string().nullable().optional(),
   refused: z
-    .object({ rule: z.string(), reason: z.string() })
+    .object({ rule: z.string(), reason: z.string(), field: z.string().optional() })
     .optional()
     .describe('Present when the call was refused (isError): the rule and why; nothing was sent'),
 };

@@ -10,7 +10,7 @@ import { registerExecuteAction } from './execute-action.js';
 import { registerGetAction } from './get-action.js';
 import { registerListOpenActions } from './list-open-actions.js';
 import { registerProposeAction } from './propose-action.js';
-import { callsFor } from './tool.js';
+import { callsFor, reconTools } from './tool.js';
 
 export type { Agent } from './context.js';
 
@@ -23,6 +23,7 @@ const INSTRUCTIONS =
 export function createAgentServer(agent: Agent, version: string): McpServer {
   const server = new McpServer({ name: 'recon', version }, { instructions: INSTRUCTIONS });
   const calls = callsFor(server, agent);
+  const tools = reconTools(server, calls);
   for (const register of [
     registerProposeAction,
     registerExecuteAction,
@@ -30,6 +31,6 @@ export function createAgentServer(agent: Agent, version: string): McpServer {
     registerGetAction,
     registerListOpenActions,
   ])
-    register(server, calls);
+    register(tools, calls);
   return server;
 }

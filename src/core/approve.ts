@@ -13,8 +13,9 @@ export async function approveOperation(ctx: CoreContext, id: string, ref: string
       rule: 'human.approval',
       detail: { approval: ref },
     });
-    await tx.query('UPDATE recon.operations SET approval = $2 WHERE id = $1', [id, ref]);
-    return { ...op, approval: ref };
+    // A hold by the re-plan guard ends here: a person approved it knowing the other one.
+    await tx.query('UPDATE recon.operations SET approval = $2, review_reason = NULL WHERE id = $1', [id, ref]);
+    return { ...op, approval: ref, review_reason: null };
   });
 }
 

@@ -1,3 +1,4 @@
+import { formatAmount } from '../lib/money.js';
 import type { Operation, ProviderTxn, State } from '../types.js';
 
 /**
@@ -13,7 +14,10 @@ export function txnMismatches(
 ): string[] {
   const out: string[] = [];
   if (op.amount !== null && txn.amount !== null && op.amount !== txn.amount) {
-    out.push(`amount (${txn.amount} vs ${op.amount})`);
+    // In major units with the currency, as a person reads them ("80.03 USD vs 79.03 USD").
+    out.push(
+      `amount (${formatAmount(txn.amount, txn.currency ?? op.currency)} vs ${formatAmount(op.amount, op.currency)})`,
+    );
   }
   if (op.currency !== null && txn.currency !== null && op.currency.toLowerCase() !== txn.currency.toLowerCase()) {
     out.push(`currency (${txn.currency} vs ${op.currency})`);

@@ -75,6 +75,11 @@ export interface ListFilter {
   /** Only operations created before this instant. */
   createdBefore?: Date;
   clientReference?: string;
+  /**
+   * Also the proposals held for a person by the re-plan guard (`review_reason` "held: …"), whatever
+   * `states` says: `review list` shows them beside needs_review.
+   */
+  orHeld?: boolean;
   /** Cursor: only operations listed after this one (newest first). */
   after?: string;
   limit: number;
@@ -112,7 +117,10 @@ export async function countOperations(q: Queryable, f: Omit<ListFilter, 'limit' 
 function filterSql(f: Omit<ListFilter, 'limit' | 'after'>): { where: string[]; params: unknown[] } {
   const where: string[] = [];
   const params: unknown[] = [];
-  if (f.states && f.states.length) {
+  if (f.states && f.states.length && f.orHeld) {
+    params.push(f.states);
+    where.push(`(state = ANY($${params.length}::text[]) OR (state = 'proposed' AND review_reason LIKE 'held:%'))`);
+  } else if (f.states && f.states.length) {
     const states = f.states;
     const sameAsUnresolved =
       states.length === UNRESOLVED_STATES.length && UNRESOLVED_STATES.every((s) => states.includes(s));

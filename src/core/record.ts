@@ -1,7 +1,8 @@
 import { RefusedError } from '../errors.js';
 import type { Operation, State } from '../types.js';
 import { chainEvent, GENESIS_HASH, insertEvents } from './audit.js';
-import { payloadHash } from './canonical.js';
+import type { Queryable } from '../store/db.js';
+import { canonicalJson, payloadHash } from './canonical.js';
 import type { CoreContext } from './context.js';
 import type { OperationInput } from './validate.js';
 
@@ -30,6 +31,15 @@ const INSERT_OPERATIONS = `
  * same id with another payload, provider or action refuses the whole batch (exit 4).
  */
 export async function recordOperations(ctx: CoreContext, inputs: OperationInput[]): Promise<RecordedOperation[]> {
+  return ctx.db.transaction((tx) => recordOperationsIn(tx, ctx, inputs));
+}
+
+/** recordOperations inside a transaction the caller holds (with what else it writes, e.g. the `mcp.call` event). */
+export async function recordOperationsIn(
+  tx: Queryable,
+  ctx: Pick<CoreContext, 'actor' | 'now'>,
+  inputs: OperationInput[],
+): Promise<RecordedOperation[]> {
   const now = ctx.now();
   const hashed = inputs.map((i) => {
     const state: State = i.approval ? 'approved' : 'proposed';
@@ -77,7 +87,7 @@ export async function recordOperations(ctx: CoreContext, inputs: OperationInput[
       ),
     ),
   });
-  await ctx.db.transaction(async (tx) => {
+  {
     let next = unique.length ? prepare(unique.slice(0, CHUNK)) : null;
     for (let i = 0; next; i += CHUNK) {
       const { chunk, params, events } = next;
@@ -88,8 +98,8 @@ export async function recordOperations(ctx: CoreContext, inputs: OperationInput[
       const created = new Set(ins.rows.map((r) => r.id));
       const existingIds = chunk.filter((o) => !created.has(o.id)).map((o) => o.id);
       if (existingIds.length) {
-        const ex = await tx.query<Pick<Operation, 'id' | 'provider' | 'action' | 'payload_hash' | 'state'>>(
-          'SELECT id, provider, action, payload_hash, state FROM recon.operations WHERE id = ANY($1::text[])',
+        const ex = await tx.query<RecordedFields & Pick<Operation, 'id' | 'state'>>(
+          'SELECT id, provider, action, payload_hash, client_reference, subject, state FROM recon.operations WHERE id = ANY($1::text[])',
           [existingIds],
         );
         for (const row of ex.rows) {
@@ -103,16 +113,13 @@ export async function recordOperations(ctx: CoreContext, inputs: OperationInput[
       );
       for (const o of chunk) if (created.has(o.id)) results.set(o.id, { id: o.id, state: o.state, created: true });
     }
-  });
+  }
   return inputs.map((i) => results.get(i.id)!);
 }
 
-function assertSameAction(
-  id: string,
-  existing: { provider: string; action: string; payload_hash: string },
-  incoming: { provider: string; action: string; payload_hash: string },
-  what: string,
-): void {
+type RecordedFields = Pick<Operation, 'provider' | 'action' | 'payload_hash' | 'client_reference' | 'subject'>;
+
+function assertSameAction(id: string, existing: RecordedFields, incoming: RecordedFields, what: string): void {
   if (existing.payload_hash !== incoming.payload_hash) {
     throw new RefusedError(
       `operation ${id}: payload differs from ${what} (payload_hash ${existing.payload_hash.slice(0, 12)}… vs ${incoming.payload_hash.slice(0, 12)}…); ` +
@@ -123,6 +130,20 @@ function assertSameAction(
   if (existing.provider !== incoming.provider || existing.action !== incoming.action) {
     throw new RefusedError(
       `operation ${id}: already recorded for ${existing.provider}/${existing.action}, not ${incoming.provider}/${incoming.action}; use a new id. Nothing was written`,
+      'payload_frozen',
+    );
+  }
+  // Who it is for is part of the action: the same refund under another order or customer is not
+  // "the existing operation" (created: false would tell the caller its order was refunded).
+  if (existing.client_reference !== incoming.client_reference) {
+    throw new RefusedError(
+      `operation ${id}: already recorded with client_reference ${JSON.stringify(existing.client_reference)}, not ${JSON.stringify(incoming.client_reference)}; an operation id names one action for one reference. Nothing was written`,
+      'payload_frozen',
+    );
+  }
+  if (canonicalJson(existing.subject ?? null) !== canonicalJson(incoming.subject ?? null)) {
+    throw new RefusedError(
+      `operation ${id}: already recorded with another subject; an operation id names one action for one subject. Nothing was written`,
       'payload_frozen',
     );
   }

@@ -28,20 +28,58 @@ function refuseControl(v: string, field: string): void {
   }
 }
 
-/** JSON documents (payload, subject) may hold newlines in their text, but never NUL: jsonb cannot store it. */
-function refuseNul(v: unknown, field: string): void {
-  if (typeof v === 'string') {
-    if (v.includes('\u0000'))
-      throw new UsageError(`${field}: contains a NUL character (\\u0000), which cannot be stored; remove it`);
-  } else if (Array.isArray(v)) {
-    v.forEach((x, i) => refuseNul(x, `${field}[${i}]`));
-  } else if (v !== null && typeof v === 'object') {
-    for (const [k, x] of Object.entries(v)) {
-      if (k.includes('\u0000'))
-        throw new UsageError(`${field}: a key contains a NUL character (\\u0000), which cannot be stored; remove it`);
-      refuseNul(x, `${field}.${k.replace(CONTROL_ALL, '?')}`);
+/** How deep a payload or subject may nest: far beyond any real request, far below a stack overflow. */
+const MAX_DEPTH = 32;
+
+/** A lone UTF-16 surrogate (half of a pair): PostgreSQL's jsonb refuses it, and no provider can read it. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
+/**
+ * JSON documents (payload, subject) may hold newlines in their text, but never NUL (jsonb cannot
+ * store it) nor a lone surrogate, and nest at most MAX_DEPTH deep. Walked with a stack of its own,
+ * not by recursion, so a document nested 5,000 deep is refused here, before any recursive code
+ * (canonical JSON, the payload hash) could overflow on it.
+ */
+function refuseUnstorable(root: unknown, field: string): void {
+  const stack: { v: unknown; path: string; depth: number }[] = [{ v: root, path: field, depth: 1 }];
+  while (stack.length) {
+    const { v, path, depth } = stack.pop()!;
+    if (typeof v === 'string') checkText(v, path, 'contains');
+    else if (v !== null && typeof v === 'object') {
+      if (depth > MAX_DEPTH)
+        throw new UsageError(`${path}: nested more than ${MAX_DEPTH} levels deep; flatten the document`);
+      if (Array.isArray(v)) v.forEach((x, i) => stack.push({ v: x, path: `${path}[${i}]`, depth: depth + 1 }));
+      else
+        for (const [k, x] of Object.entries(v)) {
+          checkText(k, path, 'has a key that contains');
+          stack.push({ v: x, path: `${path}.${k.replace(CONTROL_ALL, '?')}`, depth: depth + 1 });
+        }
     }
   }
+}
+
+function checkText(v: string, field: string, what: string): void {
+  if (v.includes('\u0000'))
+    throw new UsageError(`${field}: ${what} a NUL character (\\u0000), which cannot be stored; remove it`);
+  if (LONE_SURROGATE.test(v))
+    throw new UsageError(
+      `${field}: ${what} a lone UTF-16 surrogate (half of a character pair), which cannot be stored; send well-formed text`,
+    );
+}
+
+/**
+ * `recon_*` keys in `payload.metadata` are recon's own: the adapter writes `recon_operation_id` and
+ * `recon_client_reference` there, and a lookup trusts them. A payload that carried its own would
+ * reach the provider as recon's word (another order's reference on this refund).
+ */
+function refuseReconMetadata(payload: Record<string, unknown>, field: string): void {
+  const metadata = payload.metadata;
+  if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) return;
+  for (const key of Object.keys(metadata))
+    if (/^recon_/i.test(key))
+      throw new UsageError(
+        `${field}.metadata.${key.replace(CONTROL_ALL, '?')}: recon_* metadata keys are recon's own (it writes recon_operation_id and recon_client_reference); remove it and give client_reference instead`,
+      );
 }
 
 export interface OperationInput {
@@ -144,13 +182,14 @@ export function validateOperation(raw: unknown, providers: readonly string[], wh
   }
   if (!isPlainObject(raw.payload))
     throw new UsageError(`${at('payload')}: required, a JSON object with what the provider is asked to do`);
+  refuseUnstorable(raw.payload, at('payload'));
+  refuseReconMetadata(raw.payload, at('payload'));
   const size = Buffer.byteLength(JSON.stringify(raw.payload));
   if (size > MAX_PAYLOAD_BYTES) {
     throw new UsageError(
       `${at('payload')}: ${size} bytes is over the 64 KiB limit; store large data elsewhere and reference it`,
     );
   }
-  refuseNul(raw.payload, at('payload'));
   const payloadAmount = validateAmount(raw.payload.amount, at('payload.amount'));
   const payloadCurrency = validateCurrency(raw.payload.currency, at('payload.currency'));
   const amount = validateAmount(raw.amount, at('amount'));
@@ -167,13 +206,13 @@ export function validateOperation(raw: unknown, providers: readonly string[], wh
     throw new UsageError(`${at('subject')}: must be a JSON object (e.g. {"customer": "cus_1", "order": "o_9"})`);
   }
   if (raw.subject !== undefined && raw.subject !== null) {
+    refuseUnstorable(raw.subject, at('subject'));
     const subjectSize = Buffer.byteLength(JSON.stringify(raw.subject));
     if (subjectSize > MAX_SUBJECT_BYTES) {
       throw new UsageError(
         `${at('subject')}: ${subjectSize} bytes is over the 16 KiB limit; keep references (customer, order) in subject and store documents elsewhere`,
       );
     }
-    refuseNul(raw.subject, at('subject'));
   }
   const key = raw.idempotency_key === undefined || raw.idempotency_key === null ? id : raw.idempotency_key;
   if (typeof key !== 'string' || key.length < 1 || key.length > 255) {

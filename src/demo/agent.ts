@@ -3,12 +3,15 @@
  * agent — the SDK's own Client, connected in-process to the same server `recon mcp` runs — proposes
  * a refund (approved by the provider's autoApprove policy), executes it into a refund Stripe commits
  * before the connection drops, is told not to try again, asks again anyway (nothing is sent), and
- * checks: the refund is found and confirmed. The provider holds one refund.
+ * checks: the refund is found and confirmed. Then it changes the amount under the same id (told it
+ * is already refunded, and offered no new id) and re-plans under a new id for the same payment
+ * (held for a person, execute refused). The provider holds one refund.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { createAgentServer } from '../agent/server.js';
 import { getOperation } from '../core/operations.js';
+import { formatAmount } from '../lib/money.js';
 import type { Scene, Stage } from './stage.js';
 
 const DEMO_AGENT = 'support-agent';
@@ -40,20 +43,24 @@ export function agentsAfternoon(stage: Stage): Scene {
         await stage.say(`an agent (${DEMO_AGENT}) connects to recon mcp: ${tools.map((t) => t.name).join(', ')}`);
         const call = async (name: string, args: Record<string, unknown>) => {
           const r = await client.callTool({ name, arguments: args });
-          const s = r.structuredContent as { state: string; message: string; next: string; sent?: boolean };
+          const s = r.structuredContent as {
+            state: string;
+            message: string;
+            next: string;
+            sent?: boolean;
+            refused?: { rule: string };
+            held_by?: { operation_id: string };
+          };
           await stage.say(`${name} → ${s.state}${r.isError ? ' (refused)' : ''}: "${s.message}" next: ${s.next}`);
           return s;
         };
 
-        const proposed = await call('propose_action', {
-          provider: 'stripe',
-          action: 'refund',
-          operation_id: id,
-          payload: { payment_intent, amount: 1800, currency: 'usd', reason: 'requested_by_customer' },
-          client_reference: 'ord_1011',
-          reason: 'the customer returned the order',
-        });
-        await stage.check('1800 usd is within autoApprove (5000 usd): approved by policy', 'approved', proposed.state);
+        const proposed = await call('propose_action', refundArgs(id, payment_intent, 1800));
+        await stage.check(
+          `${formatAmount(1800, 'usd')} is within autoApprove (${formatAmount(5000, 'usd')}): approved by policy`,
+          'approved',
+          proposed.state,
+        );
 
         stripe.faults.inject({ kind: 'commit_then_drop' }, { idempotencyKey: id, times: 2 });
         await stage.say('Stripe will commit the refund, then drop the connection (twice: the SDK retries once)');
@@ -76,6 +83,33 @@ export function agentsAfternoon(stage: Stage): Scene {
 
         const checked = await call('check_action', { operation_id: id });
         await stage.check('check_action finds the refund and confirms it', 'confirmed', checked.state);
+
+        await stage.say('the user asks for 19.00 USD instead; the agent proposes the same id with the new amount');
+        const changed = await call('propose_action', { ...refundArgs(id, payment_intent, 1900) });
+        await stage.check(
+          'the changed amount is refused: already refunded 18.00 USD, do not refund again, no new operation_id offered',
+          { refused: 'payload_frozen', already: true, newId: false },
+          {
+            refused: changed.refused?.rule,
+            already: /Already refunded 18\.00 USD .*Do not refund again/.test(changed.message),
+            newId: /new operation_id/.test(changed.message),
+          },
+        );
+
+        await stage.say('the agent run restarts and re-plans the same refund under a new id');
+        const replanned = `${id}-b`;
+        const held = await call('propose_action', { ...refundArgs(replanned, payment_intent, 1900) });
+        await stage.check(
+          `the re-planned ${replanned} is held for a person: same payment as ${id} (confirmed)`,
+          { state: 'proposed', held_by: id },
+          { state: held.state, held_by: held.held_by?.operation_id },
+        );
+        const refusedExec = await call('execute_action', { operation_id: replanned });
+        await stage.check(
+          'execute_action on the held proposal is refused; nothing is sent',
+          'approval_required',
+          refusedExec.refused?.rule,
+        );
       } finally {
         await client.close();
         await server.close();
@@ -86,8 +120,20 @@ export function agentsAfternoon(stage: Stage): Scene {
         { state: 'confirmed', attempt_count: 1, actor: `mcp:${DEMO_AGENT}` },
         { state: op.state, attempt_count: op.attempt_count, actor: await lastActor(stage, id) },
       );
+      // One refund on the sandbox's ledger, whatever the agent tried.
       await stage.ledger('refunds', 1, stripe.refunds({ payment_intent }).length);
     },
+  };
+}
+
+function refundArgs(id: string, payment_intent: string, amount: number) {
+  return {
+    provider: 'stripe',
+    action: 'refund',
+    operation_id: id,
+    payload: { payment_intent, amount, currency: 'usd', reason: 'requested_by_customer' },
+    client_reference: 'ord_1011',
+    reason: 'the customer returned the order',
   };
 }
 

@@ -6,6 +6,7 @@ import { findDuplicates, scanLedger } from '../core/duplicates.js';
 import { getOperation } from '../core/operations.js';
 import { ingestWebhook } from '../core/webhooks.js';
 import { RefusedError } from '../errors.js';
+import { formatAmount } from '../lib/money.js';
 import { decisionOf, describeOutcome, type Scene, type Stage } from './stage.js';
 
 function refund(id: string, paymentIntent: string, amount: number, approval: string) {
@@ -30,7 +31,7 @@ export function commitThenDrop(stage: Stage): Scene {
       await stage.heading();
       const { payment_intent } = stripe.seedPaymentIntent({ amount: 5000, currency: 'usd', id: 'pi_demo_1001' });
       await stage.record(refund(id, payment_intent, 1500, 'DEMO-1'));
-      await stage.say(`recorded ${id}: refund 1500 usd of ${payment_intent}, approved`);
+      await stage.say(`recorded ${id}: refund ${formatAmount(1500, 'usd')} of ${payment_intent}, approved`);
       // Twice: stripe-node retries a closed connection once, with the same key, even with maxNetworkRetries 0.
       stripe.faults.inject({ kind: 'commit_then_drop' }, { idempotencyKey: id, times: 2 });
       await stage.say(
@@ -78,7 +79,7 @@ export function secondClick(stage: Stage): Scene {
       const { payment_intent } = stripe.seedPaymentIntent({ amount: 5000, currency: 'usd', id: 'pi_demo_1002' });
       const first = await stage.record(refund(id, payment_intent, 2000, 'DEMO-2'));
       const r = await stage.submit(id);
-      await stage.say(`recorded ${id} (2000 usd) and submitted it → ${describeOutcome(r)}`);
+      await stage.say(`recorded ${id} (${formatAmount(2000, 'usd')}) and submitted it → ${describeOutcome(r)}`);
       await stage.check('first record creates the operation', true, first.created);
       await stage.check('first submit confirms', 'confirmed', r.operation.state);
       const again = await stage.record(refund(id, payment_intent, 2000, 'DEMO-2'));
@@ -188,7 +189,7 @@ export function oldDuplicate(stage: Stage): Scene {
         stripe.seedRefund({ payment_intent: paymentIntent, amount: 4200, currency: 'usd', created: created + 60 }).id,
       ];
       await stage.say(
-        `the provider already holds two refunds of 4200 usd on ${paymentIntent} from 30 days ago (${seeded.join(', ')})`,
+        `the provider already holds two refunds of ${formatAmount(4200, 'usd')} each on ${paymentIntent} from 30 days ago (${seeded.join(', ')})`,
       );
     },
     async finish() {

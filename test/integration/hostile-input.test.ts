@@ -42,6 +42,14 @@ describe('hostile operation input', () => {
     ['payload', { payload: { payment_intent: 'pi_x', amount: 100, currency: 'usd', reason: 'dup\u0000licate' } }],
     ['subject', { subject: { customer: 'cus\u0000_1' } }],
     ['subject', { subject: { 'cus\u0000tomer': 'cus_1' } }],
+    [
+      'payload.metadata.note',
+      { payload: { payment_intent: 'pi_x', amount: 100, currency: 'usd', metadata: { note: 'half \uD800 a pair' } } },
+    ],
+    [
+      'payload.metadata.recon_client_reference',
+      { payload: { payment_intent: 'pi_x', amount: 100, currency: 'usd', metadata: { recon_client_reference: 'o' } } },
+    ],
   ])(
     '%s with a NUL or control character (%j) is refused: exit 2 naming the field, nothing written',
     async (field, extra) => {

@@ -47,7 +47,7 @@ describe.each(backends)('review resolve checks like attach, store on $name', (ba
     const resolve = (args: string[]) =>
       world!.recon(['review', 'resolve', 'refund:rv_1', '--note', 'checked the dashboard', '--json', ...args]);
     const confirmWrong = expectExit(await resolve(['--outcome', 'confirmed', '--txn', wrong.id]), 4);
-    expect(confirmWrong.json.error.message).toMatch(/amount \(2400 vs 2500\)/);
+    expect(confirmWrong.json.error.message).toMatch(/amount \(24.00 USD vs 25.00 USD\)/);
     const failWhileHeld = expectExit(await resolve(['--outcome', 'failed']), 4);
     expect(failWhileHeld.json.error.message).toContain(wrong.id);
     expectExit(await resolve(['--outcome', 'cancelled']), 4);

@@ -94,8 +94,9 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
     const c = expectAction(changed, 'approved');
     expect(c.refused.rule).toBe('payload_frozen');
     expect(c).toMatchObject({ amount: 1200, currency: 'usd' });
-    expect(c.message).toMatch(/1200 usd/);
-    expect(c.message).toMatch(/new operation_id/);
+    // Not sent yet: the recorded amount in major units, and no invitation to a new operation_id.
+    expect(c.message).toMatch(/12\.00 USD/);
+    expect(c.message).not.toMatch(/new operation_id/);
 
     const big = 'refund:ord_7003';
     const waiting = expectAction(await agent.call('propose_action', refund(big, pi.payment_intent, 9000)), 'proposed');
@@ -121,8 +122,12 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
     expect(world.stripe.refunds({ payment_intent: pi.payment_intent }).map((x) => x.amount)).toEqual([9000]);
     expect(refundRequests(world)).toBe(requestsBefore + 1);
 
+    // The confirmed one is settled; the approved, never-sent one is still listed (not waiting for a person).
     const open = (await agent.call('list_open_actions', {})).structuredContent;
-    expect(open).toMatchObject({ actions: [], total: 0, next: 'none' });
+    expect(open.actions.map((a: { operation_id: string }) => a.operation_id)).not.toContain(big);
+    expect(open.actions).toContainEqual(
+      expect.objectContaining({ operation_id: small, state: 'approved', waits_for_person: false }),
+    );
   });
 
   it('the seed incident: committed then dropped → outcome_unknown, do not retry; execute again sends nothing; check_action confirms; one refund', async () => {

@@ -132,7 +132,7 @@ const cases: Case[] = [
     state: 'needs_review',
     reason: 'mismatch',
     links: ['re_1'],
-    explanation: 're_1 disagrees on amount (900 vs 1000): needs review',
+    explanation: 're_1 disagrees on amount (9.00 EUR vs 10.00 EUR): needs review',
   },
   {
     name: 'a refund in another currency is a mismatch',

@@ -135,6 +135,37 @@ describe('validateOperation: every bad input of SPEC §7 names the field', () =>
     expect(usageError(() => validateOperation(op, PROVIDERS)).message).toMatch(/^payload: /);
   });
 
+  it('refuses a payload nested 5,000 deep naming the depth limit, without overflowing the stack; 32 levels are accepted', () => {
+    let deep: Record<string, unknown> = { end: true };
+    for (let i = 0; i < 5000; i++) deep = { a: deep };
+    expect(() => validateOperation({ ...good(), payload: { ...good().payload, deep } }, PROVIDERS)).toThrow(
+      /^payload\.deep(\.a)*: nested more than 32 levels deep/,
+    );
+    let ok: Record<string, unknown> = {};
+    for (let i = 0; i < 30; i++) ok = { a: ok }; // with the payload itself: 32 levels
+    expect(validateOperation({ ...good(), payload: { ...good().payload, ok } }, PROVIDERS).payload.ok).toBe(ok);
+  });
+
+  it('refuses a lone UTF-16 surrogate in the payload or subject, naming the field', () => {
+    const lone = { ...good(), payload: { ...good().payload, metadata: { note: 'a \uD83D b' } } };
+    expect(() => validateOperation(lone, PROVIDERS)).toThrow(
+      /^payload\.metadata\.note: contains a lone UTF-16 surrogate/,
+    );
+    const subject = { ...good(), subject: { customer: '\uDC00' } };
+    expect(() => validateOperation(subject, PROVIDERS)).toThrow(/^subject\.customer: contains a lone UTF-16 surrogate/);
+    // A whole pair is a character like any other.
+    const pair = { ...good(), payload: { ...good().payload, metadata: { note: 'ok \uD83D\uDE00' } } };
+    expect(validateOperation(pair, PROVIDERS).payload).toEqual(pair.payload);
+  });
+
+  it('refuses recon_* keys in payload.metadata: they are recon’s own', () => {
+    const forged = { ...good(), payload: { ...good().payload, metadata: { recon_client_reference: 'ord_OTHER' } } };
+    expect(() => validateOperation(forged, PROVIDERS)).toThrow(UsageError);
+    expect(() => validateOperation(forged, PROVIDERS)).toThrow(
+      /^payload\.metadata\.recon_client_reference: recon_\* metadata keys are recon's own/,
+    );
+  });
+
   it('prefixes the record position in a batch', () => {
     const op = { ...good(), payload: { amount: -3 } };
     expect(usageError(() => validateOperation(op, PROVIDERS, 'ops.json[2]: ')).message).toMatch(

@@ -1,0 +1,37 @@
+/**
+ * Amounts as people and models read them (SPEC §7, §9): major units with the currency, the
+ * currency's own exponent ("25.00 USD", "1,000 JPY", "1.234 KWD"). JSON fields never go through
+ * here: they keep minor units.
+ */
+
+const digitsCache = new Map<string, number>();
+
+/** The currency's exponent (USD 2, JPY 0, KWD 3) as Intl knows it; null for a code Intl does not know. */
+function exponent(currency: string): number | null {
+  const code = currency.toUpperCase();
+  let digits = digitsCache.get(code);
+  if (digits === undefined) {
+    try {
+      const resolved = new Intl.NumberFormat('en-US', { style: 'currency', currency: code }).resolvedOptions()
+        .maximumFractionDigits;
+      if (resolved === undefined) return null;
+      digits = resolved;
+    } catch {
+      return null;
+    }
+    digitsCache.set(code, digits);
+  }
+  return digits;
+}
+
+/** `2599, usd` → `25.99 USD`; `1000, jpy` → `1,000 JPY`; no amount → ''. */
+export function formatAmount(amount: number | null | undefined, currency: string | null | undefined): string {
+  if (amount === null || amount === undefined) return '';
+  if (!currency) return String(amount);
+  const digits = exponent(currency);
+  if (digits === null) return `${amount} ${currency.toUpperCase()} (minor units)`;
+  const major = new Intl.NumberFormat('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }).format(
+    amount / 10 ** digits,
+  );
+  return `${major} ${currency.toUpperCase()}`;
+}
