@@ -16,6 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { startPostgres } from '../support/postgres.js';
 import { auditDuplicates } from './audit-duplicates.js';
 import { claims } from './claims.js';
+import { firstCommand } from './first-command.js';
 import { dropBenchDatabases, ROOT, round, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
 import { listUnresolved } from './list-unresolved.js';
 import { reconcileThroughput } from './reconcile.js';
@@ -26,6 +27,7 @@ import { writePath } from './write-path.js';
 
 const ALL: Benchmark[] = [
   startup,
+  firstCommand,
   listUnresolved,
   reconcileThroughput,
   writePath,
