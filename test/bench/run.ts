@@ -23,6 +23,7 @@ import { reconcileThroughput } from './reconcile.js';
 import { recordThroughput } from './record.js';
 import { startup } from './startup.js';
 import { statsBench } from './stats.js';
+import { webhooksBench } from './webhooks.js';
 import { writePath } from './write-path.js';
 
 const ALL: Benchmark[] = [
@@ -35,6 +36,7 @@ const ALL: Benchmark[] = [
   auditDuplicates,
   recordThroughput,
   statsBench,
+  webhooksBench,
 ];
 
 function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {
