@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { startPostgres } from '../support/postgres.js';
+import { agentsBench } from './agents.js';
 import { auditDuplicates } from './audit-duplicates.js';
 import { claims } from './claims.js';
 import { firstCommand } from './first-command.js';
@@ -37,6 +38,7 @@ const ALL: Benchmark[] = [
   recordThroughput,
   statsBench,
   webhooksBench,
+  agentsBench,
 ];
 
 function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {
