@@ -16,6 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { startPostgres } from '../support/postgres.js';
 import { agentsBench } from './agents.js';
 import { auditDuplicates } from './audit-duplicates.js';
+import { backlogBench } from './backlog.js';
 import { claims } from './claims.js';
 import { firstCommand } from './first-command.js';
 import { dropBenchDatabases, ROOT, round, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
@@ -39,6 +40,7 @@ const ALL: Benchmark[] = [
   statsBench,
   webhooksBench,
   agentsBench,
+  backlogBench,
 ];
 
 function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {
