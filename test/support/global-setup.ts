@@ -18,6 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { openStore } from '../../src/store/open.js';
+import { templatePath } from '../../src/store/template.js';
 import { createDatabase, startPostgres } from './postgres.js';
 
 declare module 'vitest' {
@@ -40,7 +41,9 @@ async function pgliteTemplates(): Promise<{ migrated: string; empty: string; rem
   const empty = path.join(root, 'empty');
   const migrated = path.join(root, 'migrated');
   fs.cpSync(await initdbFolder(), empty, { recursive: true });
-  fs.cpSync(empty, migrated, { recursive: true });
+  // The migrated one is what recon makes of a new folder: a copy of the store template that
+  // `npm test` builds (scripts/store-template.mjs), else the initdb copy, migrated here.
+  if (!fs.existsSync(templatePath())) fs.cpSync(empty, migrated, { recursive: true });
   await (await openStore(`pglite:${migrated}`)).close();
   return { migrated, empty, remove: () => fs.rmSync(root, { recursive: true, force: true }) };
 }
