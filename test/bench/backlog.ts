@@ -173,8 +173,8 @@ export const backlogBench: Benchmark = {
   name: 'backlog',
   async run(ctx: BenchContext): Promise<BenchRow[]> {
     // The scan-off run makes a request per operation: at 25/s its size is kept to a fifth (a half in --quick).
-    const n = ctx.quick ? 400 : 10_000;
-    const nOff = ctx.quick ? 200 : 2_000;
+    const n: number = ctx.quick ? 400 : 10_000;
+    const nOff: number = ctx.quick ? 200 : 2_000;
     const on = await backlog(ctx, n, true);
     const off = await backlog(ctx, nOff, false);
     const describe = (r: typeof on, size: number) =>

@@ -13,10 +13,12 @@ import { loadMigrations, migrate, migrationsDir, schemaStatus } from '../../src/
 import { openStore } from '../../src/store/open.js';
 import { templateVersions } from '../../src/store/pglite.js';
 import { readTemplate, templatePath } from '../../src/store/template.js';
+import { embeddedBackend, removeTempStores } from '../support/backends.js';
 import { dumpSchema } from '../support/schema-dump.js';
 
 const dirs: string[] = [];
 afterAll(() => {
+  removeTempStores();
   for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
 });
 function tempDir(): string {
@@ -58,9 +60,11 @@ describe('the migrated store template', () => {
 
   it('makes a memory: store identical to a freshly migrated one, with its migrations recorded', async () => {
     const started = new Date();
+    // Migrated here one migration at a time: a copy of the run's initdb-only folder (PGlite's initdb
+    // takes seconds), never the template.
     const [fromTemplate, migrated] = await Promise.all([
       openStore('memory:'),
-      openStore('memory:', { template: false }),
+      embeddedBackend.emptyUrl().then((url) => openStore(url, { template: false })),
     ]);
     try {
       expect(templateVersions(fromTemplate)).toEqual(versions);
@@ -106,16 +110,18 @@ describe('the migrated store template', () => {
     );
   });
 
-  it('is not used for an existing store, nor for one opened without auto-migration', async () => {
+  it('is not used for an existing store: one without recon schema is migrated one by one', async () => {
+    await withStore(await openStore(await embeddedBackend.emptyUrl()), async (db) => {
+      expect(templateVersions(db)).toEqual([]);
+      expect((await schemaStatus(db)).pending).toEqual([]);
+    });
+  });
+
+  it('is not used for a new store opened without auto-migration (recon db status, db migrate)', async () => {
     const folder = path.join(tempDir(), 'db');
     await withStore(await openStore(`pglite:${folder}`, { autoMigrate: false, requireCurrent: false }), async (db) => {
       expect(templateVersions(db)).toEqual([]);
       expect((await schemaStatus(db)).version).toBe(0);
-    });
-    // Now initdb'd but without recon's schema: migrated one by one, not overwritten by the template.
-    await withStore(await openStore(`pglite:${folder}`), async (db) => {
-      expect(templateVersions(db)).toEqual([]);
-      expect((await schemaStatus(db)).pending).toEqual([]);
     });
   });
 });
