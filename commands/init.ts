@@ -60,10 +60,13 @@ export function register(program: Command): void {
           create: true,
         });
         const isNew = choice.folder !== undefined && !existsSync(choice.folder);
-        const db = await openStore(choice.url, { autoMigrate: false, requireCurrent: false });
+        // A new embedded store starts as a copy of the migrated template: its migrations are applied.
+        const db = await openStore(choice.url, { autoMigrate: false, requireCurrent: false, template: true });
+        const { templateVersions } = await import('../src/store/pglite.js');
         if (isNew) info(deps.io, `created a new recon store at ${choice.folder}`);
         try {
-          const r = await migrate(db);
+          const migrated = await migrate(db);
+          const r = { ...migrated, applied: [...templateVersions(db), ...migrated.applied] };
           if (deps.globals.json)
             return printJson(deps.io, {
               config: file,

@@ -50,6 +50,12 @@ export interface OpenStoreOptions {
   requireCurrent?: boolean;
   /** Migrations folder (tests). */
   migrationsDir?: string;
+  /**
+   * Create a new embedded store (`memory:`, or a `pglite:` folder missing or empty) from the migrated
+   * store template (src/store/template.ts) when this build has one. Default: `autoMigrate`, and never
+   * with `migrationsDir`. `recon init` passes true (it migrates right after opening).
+   */
+  template?: boolean;
 }
 
 /**
@@ -59,7 +65,8 @@ export interface OpenStoreOptions {
  */
 export async function openStore(url: string, opts: OpenStoreOptions = {}): Promise<Db> {
   const target = parseStoreUrl(url);
-  const db = await openTarget(target, url);
+  const template = opts.migrationsDir === undefined && (opts.template ?? opts.autoMigrate ?? true);
+  const db = await openTarget(target, url, template);
   try {
     const dir = opts.migrationsDir;
     let status = await schemaStatus(db, { dir });
@@ -83,19 +90,13 @@ export async function openStore(url: string, opts: OpenStoreOptions = {}): Promi
   }
 }
 
-async function openTarget(target: StoreTarget, url: string): Promise<Db> {
-  switch (target.kind) {
-    case 'postgres': {
-      const { openPostgres } = await import('./postgres.js');
-      return openPostgres(target.url);
-    }
-    case 'pglite': {
-      const { openPglite } = await import('./pglite.js');
-      return openPglite(url, target.path);
-    }
-    case 'memory': {
-      const { openPglite } = await import('./pglite.js');
-      return openPglite(url);
-    }
+async function openTarget(target: StoreTarget, url: string, useTemplate: boolean): Promise<Db> {
+  if (target.kind === 'postgres') {
+    const { openPostgres } = await import('./postgres.js');
+    return openPostgres(target.url);
   }
+  const [{ openPglite }, { readTemplate }] = await Promise.all([import('./pglite.js'), import('./template.js')]);
+  return openPglite(url, target.kind === 'pglite' ? target.path : undefined, {
+    template: useTemplate ? readTemplate : undefined,
+  });
 }

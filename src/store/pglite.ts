@@ -13,8 +13,17 @@ import { acquireLock, type StoreLock } from './lock.js';
 
 const NUMERIC_OID = 1700;
 
+export interface OpenPgliteOptions {
+  /**
+   * A data folder tarball (the migrated store template, src/store/template.ts) to start a new store
+   * from: used when the store is in memory or its folder is missing or empty, never for an existing
+   * store. Called only then.
+   */
+  template?: () => Blob | undefined;
+}
+
 /** Opens `dataDir` (a folder path), or an in-memory store when `dataDir` is undefined. */
-export async function openPglite(displayUrl: string, dataDir?: string): Promise<Db> {
+export async function openPglite(displayUrl: string, dataDir?: string, opts: OpenPgliteOptions = {}): Promise<Db> {
   let lock: StoreLock | undefined;
   let absDir: string | undefined;
   if (dataDir !== undefined) {
@@ -22,15 +31,26 @@ export async function openPglite(displayUrl: string, dataDir?: string): Promise<
     lock = acquireLock(`${absDir}.lock`, displayUrl);
   }
   let pg: PGlite;
+  let seeded: number[] | undefined;
   try {
     if (absDir) mkdir(absDir, displayUrl);
     const files = runtimeFiles();
+    // Looked at under the lock: another process may have created the store meanwhile.
+    const template = absDir === undefined || isEmptyFolder(absDir) ? opts.template?.() : undefined;
     const { PGlite } = await import('@electric-sql/pglite');
     // PGlite already returns int8 as a number; numeric (amount sums) comes back as text otherwise.
     pg = await PGlite.create(absDir, {
       parsers: { [NUMERIC_OID]: (v: string) => Number(v) },
+      ...(template ? { loadDataDir: template } : {}),
       ...(await files),
     });
+    if (template) {
+      // The template's migrations were applied when it was built; this store is made now.
+      const res = await pg.query<{ version: number }>(
+        'UPDATE recon.schema_migrations SET applied_at = now() RETURNING version',
+      );
+      seeded = res.rows.map((r) => r.version).sort((a, b) => a - b);
+    }
   } catch (err) {
     lock?.release();
     if (err instanceof ReconError) throw err;
@@ -41,6 +61,39 @@ export async function openPglite(displayUrl: string, dataDir?: string): Promise<
       { cause: err },
     );
   }
+  const db = wrap(pg, displayUrl, lock);
+  if (seeded) createdFromTemplate.set(db, seeded);
+  return db;
+}
+
+const createdFromTemplate = new WeakMap<Db, number[]>();
+
+/**
+ * The migration versions a store opened by this process got from the migrated store template (it
+ * was created from it): applied as a copy rather than one by one. Empty for any other store.
+ */
+export function templateVersions(db: Db): number[] {
+  return createdFromTemplate.get(db) ?? [];
+}
+
+/**
+ * A new in-memory store migrated by the migrations (not from a template), dumped as a gzipped data
+ * folder tarball: the migrated store template's contents.
+ */
+export async function dumpMigratedStore(): Promise<Uint8Array> {
+  const { migrate } = await import('./migrate.js');
+  const { PGlite } = await import('@electric-sql/pglite');
+  const pg = await PGlite.create({ ...(await runtimeFiles()) });
+  try {
+    await migrate(wrap(pg, 'memory:'));
+    const blob = await pg.dumpDataDir('gzip');
+    return new Uint8Array(await blob.arrayBuffer());
+  } finally {
+    await pg.close();
+  }
+}
+
+function wrap(pg: PGlite, displayUrl: string, lock?: StoreLock): Db {
   let closed = false;
   return {
     kind: 'pglite',
@@ -181,6 +234,10 @@ function prepareDataDir(dataDir: string, displayUrl: string): string {
   const parent = path.dirname(abs);
   mkdir(parent, displayUrl);
   return path.join(fs.realpathSync(parent), path.basename(abs));
+}
+
+function isEmptyFolder(dir: string): boolean {
+  return fs.readdirSync(dir).length === 0;
 }
 
 function mkdir(dir: string, displayUrl: string): void {

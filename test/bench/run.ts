@@ -14,18 +14,23 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { startPostgres } from '../support/postgres.js';
+import { agentsBench } from './agents.js';
 import { auditDuplicates } from './audit-duplicates.js';
+import { backlogBench } from './backlog.js';
 import { claims } from './claims.js';
+import { firstCommand } from './first-command.js';
 import { dropBenchDatabases, ROOT, round, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
 import { listUnresolved } from './list-unresolved.js';
 import { reconcileThroughput } from './reconcile.js';
 import { recordThroughput } from './record.js';
 import { startup } from './startup.js';
 import { statsBench } from './stats.js';
+import { webhooksBench } from './webhooks.js';
 import { writePath } from './write-path.js';
 
 const ALL: Benchmark[] = [
   startup,
+  firstCommand,
   listUnresolved,
   reconcileThroughput,
   writePath,
@@ -33,6 +38,9 @@ const ALL: Benchmark[] = [
   auditDuplicates,
   recordThroughput,
   statsBench,
+  webhooksBench,
+  agentsBench,
+  backlogBench,
 ];
 
 function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {

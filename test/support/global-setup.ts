@@ -23,6 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { openStore } from '../../src/store/open.js';
+import { templatePath } from '../../src/store/template.js';
 import { createDatabase, startPostgres } from './postgres.js';
 
 declare module 'vitest' {
@@ -47,7 +48,9 @@ async function pgliteTemplates(): Promise<{ migrated: string; empty: string; rem
   const remove = () => fs.rmSync(root, { recursive: true, force: true });
   try {
     fs.cpSync(await initdbFolder(), empty, { recursive: true });
-    fs.cpSync(empty, migrated, { recursive: true });
+    // The migrated one is what recon makes of a new folder: a copy of the store template that
+    // `npm test` builds (scripts/store-template.mjs), else the initdb copy, migrated here.
+    if (!fs.existsSync(templatePath())) fs.cpSync(empty, migrated, { recursive: true });
     await (await openStore(`pglite:${migrated}`)).close();
   } catch (err) {
     remove();

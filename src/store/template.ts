@@ -1,0 +1,79 @@
+/**
+ * The migrated store template: a PGlite data folder that has been through initdb and every
+ * migration, as a gzipped tarball (PGlite's `dumpDataDir`). Creating an embedded store from
+ * nothing runs PostgreSQL's initdb in WebAssembly and then the migrations, seconds of CPU; loading
+ * the tarball (`PGlite.create({ loadDataDir })`) takes a fraction of that. A new `memory:` store,
+ * and a new `pglite:` folder opened with auto-migration (every command's first use, `recon init`),
+ * start from it.
+ *
+ * Built by `npm run build` (and `npm test`): `scripts/store-template.mjs` writes
+ * `dist/store-template/<key>.tar.gz`. The key names the PGlite version and a hash of the migration
+ * files, so a template is only ever used with the PostgreSQL build and the migrations it was made
+ * from; when none matches (a migration added since the build, another PGlite), a store is created
+ * and migrated as before. A store made from it holds what the migrations write, their bookkeeping
+ * in `recon.schema_migrations` included (applied_at is set to the store's creation), so later
+ * migrations apply to it as to any other.
+ */
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { loadMigrations, migrationsDir } from './migrate.js';
+
+/** Where the template for the current migrations and PGlite would be: `<package>/dist/store-template/<key>.tar.gz`. */
+export function templatePath(): string {
+  const dir = migrationsDir();
+  const root = path.resolve(dir, '..', '..', '..');
+  return path.join(root, 'dist', 'store-template', `${templateKey(dir)}.tar.gz`);
+}
+
+/** `pglite-<version>-schema-<latest>-<hash of the migration files>`. */
+function templateKey(dir: string): string {
+  const migrations = loadMigrations(dir);
+  const hash = createHash('sha256');
+  for (const m of migrations) hash.update(`${m.file}\0${m.sql}\0`);
+  const latest = migrations.length ? migrations[migrations.length - 1].version : 0;
+  return `pglite-${pgliteVersion()}-schema-${latest}-${hash.digest('hex').slice(0, 16)}`;
+}
+
+function pgliteVersion(): string {
+  // The package's exports leave out package.json: walk up from its entry point.
+  let dir = path.dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite'));
+  while (!fs.existsSync(path.join(dir, 'package.json'))) {
+    const up = path.dirname(dir);
+    if (up === dir) return 'unknown';
+    dir = up;
+  }
+  return (JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+/** The template's bytes when one matching this build is there; undefined otherwise. */
+export function readTemplate(): Blob | undefined {
+  let bytes: Uint8Array<ArrayBuffer>;
+  try {
+    bytes = new Uint8Array(fs.readFileSync(templatePath()));
+  } catch {
+    return undefined;
+  }
+  return new Blob([bytes]);
+}
+
+/**
+ * Writes the template for the current migrations (a fresh in-memory store, migrated, dumped), unless
+ * it is there already; removes templates of other keys. Returns its path.
+ */
+export async function writeTemplate(): Promise<{ file: string; written: boolean }> {
+  const file = templatePath();
+  const folder = path.dirname(file);
+  if (fs.existsSync(file)) return { file, written: false };
+  const { dumpMigratedStore } = await import('./pglite.js');
+  const bytes = await dumpMigratedStore();
+  fs.mkdirSync(folder, { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, bytes);
+  fs.renameSync(tmp, file);
+  for (const other of fs.readdirSync(folder)) {
+    if (other !== path.basename(file)) fs.rmSync(path.join(folder, other), { force: true });
+  }
+  return { file, written: true };
+}
