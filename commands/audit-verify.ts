@@ -33,18 +33,18 @@ Examples:
       action<{ operation?: string; anchor?: string }>(async (_a, opts, deps) => {
         const core = await deps.core();
         const anchor = opts.anchor ? await readAnchor(opts.anchor) : null;
-        const heads: AnchorHeads | undefined = opts.anchor ? {} : undefined;
+        const heads: AnchorHeads | undefined = opts.anchor ? new Map() : undefined;
         const report = await verifyChains(core.db, { operationId: opts.operation, anchor: anchor?.heads, heads });
         let anchorJson: { file: string; status: 'created' | 'updated' | 'kept'; heads: number } | undefined;
         if (opts.anchor && heads) {
           // Only an intact trail moves the anchor forward; with --operation, the other heads are kept.
-          const next = opts.operation ? { ...(anchor?.heads ?? {}), ...heads } : heads;
+          const next: AnchorHeads = opts.operation ? new Map([...(anchor?.heads ?? []), ...heads]) : heads;
           if (report.ok) await writeAnchor(opts.anchor, next, deps.now());
           const status = !report.ok ? 'kept' : anchor ? 'updated' : 'created';
           anchorJson = {
             file: opts.anchor,
             status,
-            heads: Object.keys(report.ok ? next : (anchor?.heads ?? {})).length,
+            heads: (report.ok ? next : (anchor?.heads ?? new Map())).size,
           };
           if (status === 'created')
             info(

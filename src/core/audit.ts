@@ -185,7 +185,7 @@ export interface VerifyOptions {
 export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Promise<VerifyReport> {
   const pageSize = opts.pageSize ?? 5000;
   const report: VerifyReport = { ok: true, operations_checked: 0, events_checked: 0, broken: [] };
-  const anchor = opts.anchor ?? {};
+  const anchor: AnchorHeads = opts.anchor ?? new Map<string, [number, string]>();
   const lastSeq = new Map<string, number>();
   let cursor: [string, number] = ['', 0];
   let current: string | null = null;
@@ -193,8 +193,8 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
   let brokenHere = false;
   const endChain = () => {
     if (current === null) return;
-    if (Object.hasOwn(anchor, current)) lastSeq.set(current, prev.seq);
-    if (opts.heads) opts.heads[current] = [prev.seq, prev.hash];
+    if (anchor.has(current)) lastSeq.set(current, prev.seq);
+    opts.heads?.set(current, [prev.seq, prev.hash]);
   };
   for (;;) {
     const page = await q.query<AuditEventRow>(
@@ -220,7 +220,7 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
           brokenHere = true;
         }
       }
-      const head = Object.hasOwn(anchor, ev.operation_id) ? anchor[ev.operation_id] : null;
+      const head = anchor.get(ev.operation_id);
       if (head && head[0] === ev.seq && head[1] !== ev.hash) {
         report.broken.push({
           operation_id: ev.operation_id,
@@ -238,7 +238,7 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
   }
   endChain();
   report.broken.push(...(await chainsVersusOperations(q, opts.operationId ?? null)));
-  for (const [id, [seq, hash]] of Object.entries(anchor)) {
+  for (const [id, [seq, hash]] of anchor) {
     if (opts.operationId !== undefined && id !== opts.operationId) continue;
     const ends = lastSeq.get(id) ?? 0;
     if (ends < seq)
