@@ -76,6 +76,8 @@ export async function insertEvents(q: Queryable, events: AuditEvent[]): Promise<
 export interface ChainHead {
   seq: number;
   hash: string;
+  /** The state the chain ends in (null before the first event): where an event that changes no state stands. */
+  to_state?: State | null;
 }
 
 /**
@@ -86,24 +88,36 @@ export interface ChainHead {
  * locking statement itself could miss an event appended by the writer it waited for.
  */
 export async function chainHeads(q: Queryable, ids: string[]): Promise<Map<string, ChainHead>> {
-  const r = await q.query<{ id: string; seq: number | null; hash: string | null }>(
-    `SELECT i.id, e.seq, e.hash FROM unnest($1::text[]) AS i(id)
-       LEFT JOIN LATERAL (SELECT seq, hash FROM recon.audit_events WHERE operation_id = i.id ORDER BY seq DESC LIMIT 1) e ON true`,
+  const r = await q.query<{ id: string; seq: number | null; hash: string | null; to_state: State | null }>(
+    `SELECT i.id, e.seq, e.hash, e.to_state FROM unnest($1::text[]) AS i(id)
+       LEFT JOIN LATERAL (SELECT seq, hash, to_state FROM recon.audit_events WHERE operation_id = i.id
+                           ORDER BY seq DESC LIMIT 1) e ON true`,
     [ids],
   );
   return new Map(
-    r.rows.map((h) => [h.id, h.seq === null ? { seq: 0, hash: GENESIS_HASH } : { seq: Number(h.seq), hash: h.hash! }]),
+    r.rows.map((h) => [
+      h.id,
+      h.seq === null
+        ? { seq: 0, hash: GENESIS_HASH, to_state: null }
+        : { seq: Number(h.seq), hash: h.hash!, to_state: h.to_state },
+    ]),
   );
 }
 
 /**
- * Appends one event to an operation's chain. The caller holds the operation's row lock
- * (`lockOperation`), so no other writer can append to this chain at the same time; chains
- * of different operations never contend.
+ * Appends one event that changes no state (a note, an observation, an `mcp.call`) to an operation's
+ * chain. Its from_state and to_state are where the chain stands, never the operation row's state:
+ * a row changed behind recon's back (an UPDATE through SQL) must stay visible to `audit verify` as
+ * a chain that does not end in the row's state, not be copied into the trail by the next note.
+ * The caller holds the operation's row lock (`lockOperation`), so no other writer can append to
+ * this chain at the same time; chains of different operations never contend.
  */
-export async function appendEvent(tx: Queryable, ev: NewAuditEvent): Promise<AuditEvent> {
+export async function appendEvent(
+  tx: Queryable,
+  ev: Omit<NewAuditEvent, 'from_state' | 'to_state'>,
+): Promise<AuditEvent> {
   const head = (await chainHeads(tx, [ev.operation_id])).get(ev.operation_id)!;
-  const event = chainEvent(head, ev);
+  const event = chainEvent(head, { ...ev, from_state: head.to_state ?? null, to_state: head.to_state ?? null });
   await insertEvents(tx, [event]);
   return event;
 }
@@ -142,6 +156,8 @@ interface BrokenLink {
   seq: number;
   /**
    * hash_mismatch, prev_hash_mismatch, seq_gap: an event was changed or removed inside the chain.
+   * state_gap: an event's from_state is not the previous event's to_state (the state was changed
+   * behind recon's back, and a later event started from the changed row).
    * missing_chain: an operation without any event. state_mismatch: the chain's last to_state is not
    * the operation's state (a tail deleted, or the state changed behind recon). orphan_chain: events
    * of an operation that does not exist. truncated / anchor_mismatch: the chain ends before, or
@@ -151,6 +167,7 @@ interface BrokenLink {
     | 'hash_mismatch'
     | 'prev_hash_mismatch'
     | 'seq_gap'
+    | 'state_gap'
     | 'missing_chain'
     | 'state_mismatch'
     | 'orphan_chain'
@@ -189,7 +206,7 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
   const lastSeq = new Map<string, number>();
   let cursor: [string, number] = ['', 0];
   let current: string | null = null;
-  let prev = { seq: 0, hash: GENESIS_HASH };
+  let prev: Link = { seq: 0, hash: GENESIS_HASH, to_state: null };
   let brokenHere = false;
   const endChain = () => {
     if (current === null) return;
@@ -208,7 +225,7 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
       if (ev.operation_id !== current) {
         endChain();
         current = ev.operation_id;
-        prev = { seq: 0, hash: GENESIS_HASH };
+        prev = { seq: 0, hash: GENESIS_HASH, to_state: null };
         brokenHere = false;
         report.operations_checked++;
       }
@@ -230,7 +247,7 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
           found: ev.hash,
         });
       }
-      prev = { seq: ev.seq, hash: ev.hash };
+      prev = { seq: ev.seq, hash: ev.hash, to_state: ev.to_state };
     }
     if (page.rows.length < pageSize) break;
     const last = page.rows[page.rows.length - 1];
@@ -300,7 +317,14 @@ async function chainsVersusOperations(q: Queryable, operationId: string | null):
   return out;
 }
 
-function checkLink(prev: { seq: number; hash: string }, ev: AuditEvent): BrokenLink | null {
+/** The previous event, as the next one is checked against it. */
+interface Link {
+  seq: number;
+  hash: string;
+  to_state: State | null;
+}
+
+function checkLink(prev: Link, ev: AuditEvent): BrokenLink | null {
   if (ev.seq !== prev.seq + 1) {
     return {
       operation_id: ev.operation_id,
@@ -322,6 +346,16 @@ function checkLink(prev: { seq: number; hash: string }, ev: AuditEvent): BrokenL
   const expected = eventHash(ev.prev_hash, ev);
   if (expected !== ev.hash) {
     return { operation_id: ev.operation_id, seq: ev.seq, problem: 'hash_mismatch', expected, found: ev.hash };
+  }
+  // Every event starts where the previous one ended; the first (recorded) from nothing.
+  if (ev.from_state !== prev.to_state) {
+    return {
+      operation_id: ev.operation_id,
+      seq: ev.seq,
+      problem: 'state_gap',
+      expected: prev.to_state ?? 'null',
+      found: ev.from_state ?? 'null',
+    };
   }
   return null;
 }

@@ -4,7 +4,11 @@ import { appendEvent } from './audit.js';
 import { lockOperation } from './operations.js';
 import { assertLease } from './transition.js';
 
-/** An audit event that records something without changing state (an observation, a wait, a note). */
+/**
+ * An audit event that records something without changing state (an observation, a wait, a note).
+ * Its state is the chain's, not the row's (appendEvent): a note cannot launder a state change made
+ * behind recon's back.
+ */
 export async function note(
   tx: Queryable,
   id: string,
@@ -24,8 +28,6 @@ export async function note(
     at: o.now,
     actor: o.actor,
     kind: o.kind,
-    from_state: op.state,
-    to_state: op.state,
     rule: o.rule ?? null,
     detail: o.detail ?? {},
   });
