@@ -23,7 +23,7 @@ export async function auditCall(
     // In id order, so two calls over overlapping operations never wait on each other in a cycle.
     for (const id of [...new Set(operationIds)].sort()) {
       try {
-        await note(tx, id, { actor: ctx.actor, now, kind: MCP_CALL, rule: null, detail });
+        await note(tx, id, { actor: ctx.actor, auditKey: ctx.auditKey, now, kind: MCP_CALL, rule: null, detail });
       } catch (err) {
         if (!(err instanceof NotFoundError)) throw err;
       }

@@ -11,6 +11,7 @@ import { readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
+import { readAuditKeySource } from './audit-key.js';
 import { substituteEnv, type Env } from './env.js';
 import { DEFAULT_CAPABILITIES, readProvider } from './providers.js';
 import { Section } from './read.js';
@@ -103,7 +104,8 @@ export function parseConfig(text: string, where: { path: string; env: Env }): Lo
     ...(rawProviders !== undefined ? { providers: rawProviders } : {}),
   };
   const unavailable = dict<string>();
-  const root = new Section(substituted, '', ['$schema', 'db', 'providers']);
+  const root = new Section(substituted, '', ['$schema', 'db', 'providers', 'auditKey']);
+  const auditKey = readAuditKeySource(root, path.dirname(where.path));
   const db = root.string('db', null);
   if (db !== null) registerDsnPassword(db);
   const providers = dict<ProviderConfig>();
@@ -128,6 +130,7 @@ export function parseConfig(text: string, where: { path: string; env: Env }): Lo
     ...(db !== null ? { db } : {}),
     providers,
     ...(Object.keys(unavailable).length ? { unavailable } : {}),
+    ...(auditKey ? { auditKey } : {}),
   };
 }
 

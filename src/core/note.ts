@@ -1,5 +1,6 @@
 import type { Queryable } from '../store/db.js';
 import type { AuditEvent } from '../types.js';
+import type { AuditKey } from './audit-key.js';
 import { appendEvent } from './audit.js';
 import { lockOperation } from './operations.js';
 import { assertLease } from './transition.js';
@@ -14,6 +15,8 @@ export async function note(
   id: string,
   o: {
     actor: string;
+    /** The audit key (CoreContext.auditKey): the event is keyed with it. */
+    auditKey?: AuditKey | null;
     now: Date;
     kind: string;
     rule?: string | null;
@@ -23,12 +26,16 @@ export async function note(
 ): Promise<AuditEvent> {
   const op = await lockOperation(tx, id);
   if (o.leaseOwner) assertLease(op, o.leaseOwner, o.now);
-  return appendEvent(tx, {
-    operation_id: id,
-    at: o.now,
-    actor: o.actor,
-    kind: o.kind,
-    rule: o.rule ?? null,
-    detail: o.detail ?? {},
-  });
+  return appendEvent(
+    tx,
+    {
+      operation_id: id,
+      at: o.now,
+      actor: o.actor,
+      kind: o.kind,
+      rule: o.rule ?? null,
+      detail: o.detail ?? {},
+    },
+    o.auditKey,
+  );
 }

@@ -74,6 +74,7 @@ export async function recordOperations(ctx: CoreContext, inputs: OperationInput[
           rule: o.approval ? 'record.approved' : 'record.proposed',
           detail: { payload_hash: o.payload_hash, idempotency_key: o.idempotency_key, approval: o.approval },
         },
+        ctx.auditKey,
       ),
     ),
   });
