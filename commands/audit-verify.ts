@@ -7,9 +7,9 @@ import { info, printJson, println } from './support/io.js';
 import { renderTable } from './support/style.js';
 
 /** What this run could check, in words: a person must not read "intact" as "authenticated" without the key. */
-function keyingLine(k: KeyingReport): string {
+function keyingLine(k: KeyingReport, ok: boolean): string {
   if (k.hmac === 'checked')
-    return `keyed: ${k.keyed_events} keyed event(s) authenticated with the audit key (key id ${k.key_id ?? '-'})${k.unkeyed_events ? `; ${k.unkeyed_events} unkeyed event(s) from before keying checked as a sha256 chain only` : ''}`;
+    return `keyed: ${k.keyed_events} keyed event(s) ${ok ? 'authenticated' : 'checked'} with the audit key (key id ${k.key_id ?? '-'})${k.unkeyed_events ? `; ${k.unkeyed_events} unkeyed event(s) from before keying checked as a sha256 chain only` : ''}`;
   if (k.hmac === 'not_checked')
     return `NOT authenticated: no audit key given, so the unkeyed chain only was checked; the ${k.keyed_events} keyed event(s) (key id ${k.key_id ?? '-'}) could be forged without this showing. Set RECON_AUDIT_KEY or auditKey to check them`;
   return 'unkeyed chain only: this trail has no keyed events (no audit key configured), and a role that may insert audit rows can compute its sha256 chain';
@@ -73,11 +73,12 @@ Examples:
         }
         if (deps.globals.json) printJson(deps.io, { ...report, ...(anchorJson ? { anchor: anchorJson } : {}) });
         else if (report.ok) {
+          const what = report.keying.hmac === 'not_checked' ? 'audit chain consistent' : 'audit trail intact';
           info(
             deps.io,
-            `audit trail intact: ${report.operations_checked} operation(s), ${report.events_checked} event(s) verified${anchorJson ? `, anchor ${anchorJson.status}` : ''}`,
+            `${what}: ${report.operations_checked} operation(s), ${report.events_checked} event(s) verified${anchorJson ? `, anchor ${anchorJson.status}` : ''}`,
           );
-          info(deps.io, keyingLine(report.keying));
+          info(deps.io, keyingLine(report.keying, true));
         } else {
           println(
             deps.io,
@@ -94,7 +95,7 @@ Examples:
             ),
           );
           info(deps.io, `${report.broken.length} broken chain(s) among ${report.operations_checked} operation(s)`);
-          info(deps.io, keyingLine(report.keying));
+          info(deps.io, keyingLine(report.keying, false));
         }
         if (!report.ok) throw new ResultExit(4, 'a chain is broken');
       }),
