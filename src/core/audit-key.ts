@@ -8,7 +8,7 @@ import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import { UsageError } from '../errors.js';
 
 /** Shorter keys are refused: an HMAC is only as strong as a key the attacker cannot guess. */
-export const MIN_AUDIT_KEY_LENGTH = 32;
+const MIN_AUDIT_KEY_LENGTH = 32;
 
 export interface AuditKey {
   /** A KeyObject: printing or inspecting it never shows the key. */
