@@ -1,10 +1,19 @@
 import type { Command } from 'commander';
 import { readAnchor, writeAnchor, type AnchorHeads } from '../src/core/anchor.js';
-import { verifyChains } from '../src/core/audit.js';
+import { verifyChains, type KeyingReport } from '../src/core/audit.js';
 import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { info, printJson, println } from './support/io.js';
 import { renderTable } from './support/style.js';
+
+/** What this run could check, in words: a person must not read "intact" as "authenticated" without the key. */
+function keyingLine(k: KeyingReport, ok: boolean): string {
+  if (k.hmac === 'checked')
+    return `keyed: ${k.keyed_events} keyed event(s) ${ok ? 'authenticated' : 'checked'} with the audit key (key id ${k.key_id ?? '-'})${k.unkeyed_events ? `; ${k.unkeyed_events} unkeyed event(s) from before keying checked as a sha256 chain only` : ''}`;
+  if (k.hmac === 'not_checked')
+    return `NOT authenticated: no audit key given, so the unkeyed chain only was checked; the ${k.keyed_events} keyed event(s) (key id ${k.key_id ?? '-'}) could be forged without this showing. Set RECON_AUDIT_KEY or auditKey to check them`;
+  return 'unkeyed chain only: this trail has no keyed events (no audit key configured), and a role that may insert audit rows can compute its sha256 chain';
+}
 
 export function register(audit: Command): void {
   audit
@@ -23,7 +32,11 @@ With --anchor, a chain that ends before (or differs at) a head recorded in FILE 
 how a deletion by the role that owns recon's tables is found. FILE is rewritten only when the
 trail is intact, so the heads that prove a deletion are kept.
 
-Exit code 4 when a chain is broken; 2 when FILE is not an intact anchor.
+With the audit key (RECON_AUDIT_KEY, or auditKey in the config) each keyed event's HMAC is checked:
+a forged or altered one is bad_hmac. Without it, only the chain is checked, and the output says so
+(JSON: keying.hmac "not_checked").
+
+Exit code 4 when a chain is broken; 2 when FILE is not an intact anchor or the key is not the store's.
 
 Examples:
   $ recon audit verify --json
@@ -33,18 +46,23 @@ Examples:
       action<{ operation?: string; anchor?: string }>(async (_a, opts, deps) => {
         const core = await deps.core();
         const anchor = opts.anchor ? await readAnchor(opts.anchor) : null;
-        const heads: AnchorHeads | undefined = opts.anchor ? {} : undefined;
-        const report = await verifyChains(core.db, { operationId: opts.operation, anchor: anchor?.heads, heads });
+        const heads: AnchorHeads | undefined = opts.anchor ? new Map() : undefined;
+        const report = await verifyChains(core.db, {
+          operationId: opts.operation,
+          anchor: anchor?.heads,
+          heads,
+          key: core.auditKey,
+        });
         let anchorJson: { file: string; status: 'created' | 'updated' | 'kept'; heads: number } | undefined;
         if (opts.anchor && heads) {
           // Only an intact trail moves the anchor forward; with --operation, the other heads are kept.
-          const next = opts.operation ? { ...(anchor?.heads ?? {}), ...heads } : heads;
+          const next: AnchorHeads = opts.operation ? new Map([...(anchor?.heads ?? []), ...heads]) : heads;
           if (report.ok) await writeAnchor(opts.anchor, next, deps.now());
           const status = !report.ok ? 'kept' : anchor ? 'updated' : 'created';
           anchorJson = {
             file: opts.anchor,
             status,
-            heads: Object.keys(report.ok ? next : (anchor?.heads ?? {})).length,
+            heads: (report.ok ? next : (anchor?.heads ?? new Map())).size,
           };
           if (status === 'created')
             info(
@@ -54,12 +72,14 @@ Examples:
           if (status === 'kept') info(deps.io, `anchor ${opts.anchor} kept as it was (the trail is broken)`);
         }
         if (deps.globals.json) printJson(deps.io, { ...report, ...(anchorJson ? { anchor: anchorJson } : {}) });
-        else if (report.ok)
+        else if (report.ok) {
+          const what = report.keying.hmac === 'not_checked' ? 'audit chain consistent' : 'audit trail intact';
           info(
             deps.io,
-            `audit trail intact: ${report.operations_checked} operation(s), ${report.events_checked} event(s) verified${anchorJson ? `, anchor ${anchorJson.status}` : ''}`,
+            `${what}: ${report.operations_checked} operation(s), ${report.events_checked} event(s) verified${anchorJson ? `, anchor ${anchorJson.status}` : ''}`,
           );
-        else {
+          info(deps.io, keyingLine(report.keying, true));
+        } else {
           println(
             deps.io,
             await renderTable(
@@ -75,6 +95,7 @@ Examples:
             ),
           );
           info(deps.io, `${report.broken.length} broken chain(s) among ${report.operations_checked} operation(s)`);
+          info(deps.io, keyingLine(report.keying, false));
         }
         if (!report.ok) throw new ResultExit(4, 'a chain is broken');
       }),

@@ -71,6 +71,7 @@ export async function mcpAgent(deps: Deps, db: Db, now: () => Date = deps.now): 
     db,
     config: await deps.config(),
     now,
+    auditKey: await deps.auditKey(),
     provider: (name) => deps.provider(name),
     // Errors can quote configuration (URLs with credentials, headers): redacted like every other message.
     log: (line) => deps.io.err.write(`recon mcp: ${redact(line)}\n`),

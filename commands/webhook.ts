@@ -133,7 +133,7 @@ async function serve(
   // Refuse before listening: every event would be rejected, and Stripe redelivers a rejected
   // event for three days before giving up on it.
   if (opts.provider) {
-    const p = config.providers[opts.provider];
+    const p = Object.hasOwn(config.providers, opts.provider) ? config.providers[opts.provider] : undefined;
     if (p && p.type === 'stripe' && !secretOf(p))
       throw new UsageError(
         `providers.${opts.provider}.webhookSecret: not set; webhook serve refuses to start without it (every event would be rejected). Set it, e.g. "\${STRIPE_WEBHOOK_SECRET}"`,

@@ -32,6 +32,8 @@ export { decide, type RuleInput } from './core/rule.js';
 export { showOperation, operationsJson } from './core/views.js';
 export { listOperations, getOperation } from './core/operations.js';
 export { verifyChains } from './core/audit.js';
+export { resolveAuditKey } from './config/audit-key.js';
+export type { AuditKey } from './core/audit-key.js';
 export type { CoreContext } from './core/context.js';
 export * from './types.js';
 export * from './errors.js';

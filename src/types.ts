@@ -118,7 +118,13 @@ export interface AuditEvent {
   rule: string | null;
   detail: Record<string, unknown>;
   prev_hash: string;
+  /**
+   * sha256(prev_hash ‖ canonical JSON of the event), or, for a keyed event, HMAC-SHA-256 of the
+   * same text under the audit key (SPEC §5 "Keyed chain").
+   */
   hash: string;
+  /** The audit key's id (audit-key.ts) for a keyed event; null for an event chained without a key. */
+  key_id: string | null;
 }
 
 /** Durations are milliseconds inside recon; strings like `10m` only at the edges. */

@@ -1,5 +1,6 @@
 import os from 'node:os';
 import type { LoadedConfig } from '../../src/config/types.js';
+import type { AuditKey } from '../../src/core/audit-key.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { UsageError } from '../../src/errors.js';
 import type { ProviderDeps } from '../../src/providers/index.js';
@@ -36,6 +37,8 @@ export interface Deps {
   config(): Promise<LoadedConfig>;
   /** Opens the store once; `opts` matter only on the first call (db migrate/status open without auto-migration). */
   store(opts?: OpenStoreOptions): Promise<Db>;
+  /** The audit key (RECON_AUDIT_KEY, else the config's `auditKey`), resolved once; null when none is set. */
+  auditKey(): Promise<AuditKey | null>;
   core(): Promise<CoreContext>;
   /** The core on the store, or null when no store is named or found (for a command that works without one). */
   coreIfStore(): Promise<CoreContext | null>;
@@ -68,6 +71,7 @@ export function createDeps(
 ): Deps {
   let config: Promise<LoadedConfig> | undefined;
   let store: Promise<Db> | undefined;
+  let auditKey: Promise<AuditKey | null> | undefined;
   const providers = new Map<string, Promise<Provider>>();
   const deps: Deps = {
     io,
@@ -116,8 +120,18 @@ export function createDeps(
       })();
       return store;
     },
+    auditKey() {
+      auditKey ??= (async () => {
+        const { resolveAuditKey } = await import('../../src/config/audit-key.js');
+        // The variable alone decides without reading the config (as --db does for the store).
+        const config = env.RECON_AUDIT_KEY ? undefined : await deps.config();
+        return resolveAuditKey(env, config?.auditKey);
+      })();
+      return auditKey;
+    },
     async core() {
-      return { db: await deps.store(), actor: deps.actor(), now: deps.now };
+      const db = await deps.store();
+      return { db, actor: deps.actor(), now: deps.now, auditKey: await deps.auditKey() };
     },
     async coreIfStore() {
       const { StoreMissingError } = await import('../../src/errors.js');

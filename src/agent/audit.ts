@@ -2,8 +2,8 @@
  * Every tool call is an audit event (SPEC §9), actor `mcp:<client name>`. A call that changes the
  * operation is already audited by the core under that actor (recorded, attempt.started, …); the
  * `mcp.call` event adds what the agent asked and what it was told. It changes no state: from_state
- * and to_state are the state read under the row lock, so "each chain's last to_state equals the
- * operation's state" (audit verify) stays true. A call about an operation that does not exist has
+ * and to_state are where the operation's chain stands (note), never the row's state, so a read-only
+ * call after a change made behind recon's back leaves `audit verify` reporting it. A call about an operation that does not exist has
  * no chain to go on and is not recorded (as `ops record` writes nothing for bad input).
  */
 import { NotFoundError } from '../errors.js';
@@ -25,7 +25,7 @@ export async function auditCall(
 /** auditCall inside the transaction that makes the change the call describes. */
 export async function auditCallIn(
   tx: Queryable,
-  ctx: Pick<CoreContext, 'actor' | 'now'>,
+  ctx: Pick<CoreContext, 'actor' | 'now' | 'auditKey'>,
   operationIds: string[],
   detail: { tool: string } & Record<string, unknown>,
 ): Promise<void> {
@@ -33,7 +33,7 @@ export async function auditCallIn(
   // In id order, so two calls over overlapping operations never wait on each other in a cycle.
   for (const id of [...new Set(operationIds)].sort()) {
     try {
-      await note(tx, id, { actor: ctx.actor, now, kind: MCP_CALL, rule: null, detail });
+      await note(tx, id, { actor: ctx.actor, auditKey: ctx.auditKey, now, kind: MCP_CALL, rule: null, detail });
     } catch (err) {
       if (!(err instanceof NotFoundError)) throw err;
     }

@@ -4,6 +4,7 @@
  * server must tell its operator but not the agent (stderr).
  */
 import type { LoadedConfig } from '../config/types.js';
+import type { AuditKey } from '../core/audit-key.js';
 import type { CoreContext } from '../core/context.js';
 import type { Db } from '../store/db.js';
 import type { Operation, Provider } from '../types.js';
@@ -13,6 +14,8 @@ export interface Agent {
   db: Db;
   config: LoadedConfig;
   now: () => Date;
+  /** The audit key the tools' events are keyed with (CoreContext.auditKey). */
+  auditKey?: AuditKey | null;
   provider(name: string): Promise<Provider>;
   /** One line for the operator (stderr), never for the agent: internal errors, sessions. */
   log(line: string): void;
@@ -37,7 +40,7 @@ export function actorFor(clientName: string | undefined): string {
 }
 
 export function toolCall(agent: Agent, clientName: string | undefined): ToolCall {
-  return { agent, ctx: { db: agent.db, actor: actorFor(clientName), now: agent.now } };
+  return { agent, ctx: { db: agent.db, actor: actorFor(clientName), now: agent.now, auditKey: agent.auditKey } };
 }
 
 /** The operation as it is now and its linked provider transaction ids; null when not recorded. */

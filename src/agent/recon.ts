@@ -11,6 +11,7 @@
  * The answers and refusals are the MCP tools' own (src/agent/actions.ts), word for word.
  */
 import { loadConfig } from '../config/load.js';
+import { resolveAuditKey } from '../config/audit-key.js';
 import type { LoadedConfig } from '../config/types.js';
 import { createProvider } from '../providers/index.js';
 import { chooseStore } from '../store/discover.js';
@@ -84,6 +85,8 @@ export async function openRecon(o: OpenReconOptions = {}): Promise<Recon> {
   const cwd = o.cwd ?? process.cwd();
   const config: LoadedConfig = await loadConfig({ flag: o.config, env, cwd });
   const choice = chooseStore({ flag: o.db, env, configDb: config.db, configPath: config.path, cwd, create: true });
+  // Resolved before the store opens: a bad key source is a usage error with nothing opened.
+  const auditKey = await resolveAuditKey(env, config.auditKey);
   const db = await openStore(choice.url);
   const providers = new Map<string, Promise<Provider>>();
   const provider = (name: string) => {
@@ -92,8 +95,8 @@ export async function openRecon(o: OpenReconOptions = {}): Promise<Recon> {
     return p;
   };
   const now = o.now ?? (() => new Date());
-  const agent: Agent = { db, config, now, provider, log: o.log ?? (() => undefined) };
-  const call: ToolCall = { agent, ctx: { db, actor: o.actor ?? `app:${env.RECON_ACTOR || 'application'}`, now } };
+  const agent: Agent = { db, config, now, provider, auditKey, log: o.log ?? (() => undefined) };
+  const call: ToolCall = { agent, ctx: { db, actor: o.actor ?? `app:${env.RECON_ACTOR || 'application'}`, now, auditKey } };
   const answer = (a: Answer): ReconAnswer => a.result;
   return {
     async act(input) {

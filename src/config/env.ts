@@ -1,6 +1,7 @@
 /** `${ENV}` substitution in every string of the config file (SPEC §6). */
 import { UsageError } from '../errors.js';
 import { registerSecret, SECRET_ENV_NAME } from './redact.js';
+import { dict } from '../lib/dict.js';
 
 const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 
@@ -15,7 +16,7 @@ export function substituteEnv(value: unknown, path: string, env: Env): unknown {
   if (typeof value === 'string') return substituteString(value, path, env);
   if (Array.isArray(value)) return value.map((item, i) => substituteEnv(item, `${path}[${i}]`, env));
   if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
+    const out = dict<unknown>();
     for (const [key, item] of Object.entries(value)) {
       // Comment keys ("//", "$comment"; see isCommentKey in read.ts) are ignored by the loader, and
       // may mention `${VAR}` as prose: the config `recon init` writes does.

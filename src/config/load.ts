@@ -11,11 +11,13 @@ import { readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
+import { readAuditKeySource } from './audit-key.js';
 import { substituteEnv, type Env } from './env.js';
 import { DEFAULT_CAPABILITIES, readProvider, withStripeEnvironment } from './providers.js';
 import { Section } from './read.js';
 import { redact, registerSecret } from './redact.js';
 import type { LoadedConfig, ProviderConfig, StripeProviderConfig } from './types.js';
+import { dict } from '../lib/dict.js';
 
 const DEFAULT_CONFIG_FILE = 'recon.config.json';
 
@@ -101,11 +103,12 @@ export function parseConfig(text: string, where: { path: string; env: Env }): Lo
     ...(substituteEnv(rest, '', where.env) as Record<string, unknown>),
     ...(rawProviders !== undefined ? { providers: rawProviders } : {}),
   };
-  const unavailable: Record<string, string> = {};
-  const root = new Section(substituted, '', ['$schema', 'db', 'providers']);
+  const unavailable = dict<string>();
+  const root = new Section(substituted, '', ['$schema', 'db', 'providers', 'auditKey']);
+  const auditKey = readAuditKeySource(root, path.dirname(where.path));
   const db = root.string('db', null);
   if (db !== null) registerDsnPassword(db);
-  const providers: Record<string, ProviderConfig> = {};
+  const providers = dict<ProviderConfig>();
   const entries = root.has('providers') ? root.section('providers', Object.keys(substituted['providers'] ?? {})) : null;
   for (const [name, value] of Object.entries(entries?.value ?? {})) {
     if (name.startsWith('//') || name === '$comment') continue;
@@ -127,12 +130,13 @@ export function parseConfig(text: string, where: { path: string; env: Env }): Lo
     ...(db !== null ? { db } : {}),
     providers,
     ...(Object.keys(unavailable).length ? { unavailable } : {}),
+    ...(auditKey ? { auditKey } : {}),
   };
 }
 
 function fromEnvironment(env: Env): LoadedConfig {
   const apiKey = env['STRIPE_API_KEY'];
-  if (apiKey === undefined || apiKey === '') return { path: null, providers: {} };
+  if (apiKey === undefined || apiKey === '') return { path: null, providers: dict() };
   const webhookSecret = env['STRIPE_WEBHOOK_SECRET'] || null;
   registerSecret(apiKey);
   registerSecret(webhookSecret);
@@ -144,7 +148,7 @@ function fromEnvironment(env: Env): LoadedConfig {
     apiBase: env['STRIPE_API_BASE'] || null,
     webhookSecret,
   };
-  return { path: null, providers: { stripe } };
+  return { path: null, providers: Object.assign(dict<ProviderConfig>(), { stripe }) };
 }
 
 function registerDsnPassword(dsn: string): void {

@@ -5,6 +5,7 @@
 import { UsageError } from '../errors.js';
 import { parseDuration } from '../core/durations.js';
 import { joinPath } from './env.js';
+import { dict } from '../lib/dict.js';
 
 /** JSON has no comments: keys like `"//"` or `"$comment"` are the conventional stand-in and are ignored. */
 function isCommentKey(key: string): boolean {
@@ -104,7 +105,7 @@ export class Section {
     if (v === null || typeof v !== 'object' || Array.isArray(v)) {
       throw new UsageError(`${this.at(key)}: expected an object of strings, got ${describe(v)}`);
     }
-    const out: Record<string, string> = {};
+    const out = dict<string>();
     for (const [k, item] of Object.entries(v)) {
       if (isCommentKey(k)) continue;
       if (typeof item !== 'string') {

@@ -2,6 +2,7 @@
  * Secrets are never printed, logged or stored (SPEC §6). The config loader registers every secret
  * value it sees; the CLI passes every error message and log line through `redact()`.
  */
+import { dict } from '../lib/dict.js';
 
 const REDACTED = '[redacted]';
 
@@ -65,7 +66,7 @@ function deep(value: unknown, depth: number): unknown {
   if (Array.isArray(value)) return value.map((v) => deep(v, depth + 1));
   const proto: unknown = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return value;
-  const out: Record<string, unknown> = {};
+  const out = dict<unknown>();
   for (const [k, v] of Object.entries(value)) out[redact(k)] = deep(v, depth + 1);
   return out;
 }

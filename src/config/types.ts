@@ -107,6 +107,9 @@ export interface ModuleProviderConfig extends BaseProviderConfig {
 
 export type ProviderConfig = StripeProviderConfig | HttpProviderConfig | ModuleProviderConfig;
 
+/** `auditKey` (SPEC §5 "Keyed chain"): a file holding the audit key (absolute path), or a command that prints it. */
+export type AuditKeySource = { file: string } | { command: string[] };
+
 export interface LoadedConfig {
   /** The config file read, or null when recon runs from the environment alone. */
   path: string | null;
@@ -115,4 +118,6 @@ export interface LoadedConfig {
   providers: Record<string, ProviderConfig>;
   /** Providers configured but not usable here (an unset `${VAR}`): name → the error to raise when one is used. */
   unavailable?: Record<string, string>;
+  /** Where the audit key comes from; RECON_AUDIT_KEY takes precedence. */
+  auditKey?: AuditKeySource;
 }

@@ -10,8 +10,11 @@ import path from 'node:path';
 import { UsageError } from '../errors.js';
 import { canonicalJson, sha256Hex } from './canonical.js';
 
-/** operation id → [seq, hash] of its chain's last event. */
-export type AnchorHeads = Record<string, [number, string]>;
+/**
+ * operation id → [seq, hash] of its chain's last event. A Map, not an object: an operation may be
+ * named `__proto__` or `constructor`, and an object keyed by it would drop or invent a head.
+ */
+export type AnchorHeads = Map<string, [number, string]>;
 
 export interface Anchor {
   heads: AnchorHeads;
@@ -19,7 +22,12 @@ export interface Anchor {
 }
 
 export function anchorDigest(heads: AnchorHeads): string {
-  return sha256Hex(canonicalJson(heads));
+  return sha256Hex(canonicalJson(headsObject(heads)));
+}
+
+/** The heads as a JSON object, in id order; own properties, so `__proto__` is a key like any other. */
+function headsObject(heads: AnchorHeads): Record<string, [number, string]> {
+  return Object.fromEntries([...heads].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
 /**
@@ -45,10 +53,11 @@ export async function readAnchor(file: string): Promise<Anchor | null> {
   } catch {
     throw garbled('malformed JSON');
   }
-  const a = raw as Partial<Anchor> | null;
+  const a = raw as { heads?: unknown; digest?: unknown } | null;
   if (!a || typeof a !== 'object' || !a.heads || typeof a.heads !== 'object' || Array.isArray(a.heads))
     throw garbled('no "heads" object');
-  for (const [id, head] of Object.entries(a.heads)) {
+  const heads: AnchorHeads = new Map(Object.entries(a.heads as Record<string, [number, string]>));
+  for (const [id, head] of heads) {
     const ok =
       Array.isArray(head) &&
       head.length === 2 &&
@@ -58,24 +67,22 @@ export async function readAnchor(file: string): Promise<Anchor | null> {
       /^[0-9a-f]{64}$/.test(head[1]);
     if (!ok) throw garbled(`heads.${id} is not [seq, hash]`);
   }
-  if (typeof a.digest !== 'string' || a.digest !== anchorDigest(a.heads)) {
+  if (typeof a.digest !== 'string' || a.digest !== anchorDigest(heads)) {
     throw new UsageError(
       `--anchor ${file}: its digest does not match its heads: the file was edited or damaged; restore it from your copy, or move it away to start a new anchor`,
     );
   }
-  return { heads: a.heads, digest: a.digest };
+  return { heads, digest: a.digest };
 }
 
 /** Writes the anchor atomically (a temp file in the same folder, renamed over the old one). */
 export async function writeAnchor(file: string, heads: AnchorHeads, now: Date): Promise<void> {
-  const sorted: AnchorHeads = {};
-  for (const id of Object.keys(heads).sort()) sorted[id] = heads[id]!;
   const body = {
     recon_anchor: 1,
     written_at: now.toISOString(),
-    operations: Object.keys(sorted).length,
-    digest: anchorDigest(sorted),
-    heads: sorted,
+    operations: heads.size,
+    digest: anchorDigest(heads),
+    heads: headsObject(heads),
   };
   const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${randomBytes(6).toString('hex')}.tmp`);
   try {

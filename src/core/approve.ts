@@ -8,6 +8,7 @@ export async function approveOperation(ctx: CoreContext, id: string, ref: string
   return ctx.db.transaction(async (tx) => {
     const { op } = await transition(tx, id, 'approved', {
       actor: ctx.actor,
+      auditKey: ctx.auditKey,
       now,
       kind: 'approved',
       rule: 'human.approval',

@@ -62,6 +62,7 @@ export async function attach(ctx: CoreContext, provider: Provider, check: Attach
       );
     const { op } = await transition(tx, check.operation.id, check.to, {
       actor: ctx.actor,
+      auditKey: ctx.auditKey,
       now,
       by: 'person',
       kind: 'attached',

@@ -1,6 +1,8 @@
+import { UsageError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import type { AuditEvent, State } from '../types.js';
 import type { AnchorHeads } from './anchor.js';
+import { hmacHex, type AuditKey } from './audit-key.js';
 import { canonicalJson, sha256Hex } from './canonical.js';
 
 /** The hash of the first event's predecessor. */
@@ -17,8 +19,16 @@ export interface NewAuditEvent {
   detail?: Record<string, unknown>;
 }
 
-/** hash = sha256(prev_hash ‖ canonical JSON of the event), SPEC §2. */
-export function eventHash(prevHash: string, ev: Omit<AuditEvent, 'hash' | 'prev_hash'>): string {
+/**
+ * hash = sha256(prev_hash ‖ canonical JSON of the event), SPEC §2; with an audit key, HMAC-SHA-256
+ * of the same text under it (SPEC §5 "Keyed chain"). key_id is not part of the text: an event
+ * moved between keyed and unkeyed no longer matches either way.
+ */
+export function eventHash(
+  prevHash: string,
+  ev: Omit<AuditEvent, 'hash' | 'prev_hash' | 'key_id'>,
+  key?: AuditKey | null,
+): string {
   const body = canonicalJson({
     operation_id: ev.operation_id,
     seq: ev.seq,
@@ -30,11 +40,11 @@ export function eventHash(prevHash: string, ev: Omit<AuditEvent, 'hash' | 'prev_
     rule: ev.rule,
     detail: ev.detail,
   });
-  return sha256Hex(prevHash + body);
+  return key ? hmacHex(key, prevHash + body) : sha256Hex(prevHash + body);
 }
 
-/** Builds the chained row for an event whose predecessor is (seq, hash). */
-export function chainEvent(prev: ChainHead, ev: NewAuditEvent): AuditEvent {
+/** Builds the chained row for an event whose predecessor is (seq, hash), keyed when a key is given. */
+export function chainEvent(prev: ChainHead, ev: NewAuditEvent, key?: AuditKey | null): AuditEvent {
   const base = {
     operation_id: ev.operation_id,
     seq: prev.seq + 1,
@@ -46,13 +56,14 @@ export function chainEvent(prev: ChainHead, ev: NewAuditEvent): AuditEvent {
     rule: ev.rule ?? null,
     detail: ev.detail ?? {},
   };
-  return { ...base, prev_hash: prev.hash, hash: eventHash(prev.hash, base) };
+  return { ...base, prev_hash: prev.hash, hash: eventHash(prev.hash, base, key), key_id: key?.id ?? null };
 }
 
 const INSERT_EVENTS = `
-  INSERT INTO recon.audit_events (operation_id, seq, at, actor, kind, from_state, to_state, rule, detail, prev_hash, hash)
+  INSERT INTO recon.audit_events (operation_id, seq, at, actor, kind, from_state, to_state, rule, detail, prev_hash, hash,
+                                  key_id)
   SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[],
-                       $8::text[], $9::jsonb[], $10::text[], $11::text[])`;
+                       $8::text[], $9::jsonb[], $10::text[], $11::text[], $12::text[])`;
 
 /** Inserts already-chained events in one statement. */
 export async function insertEvents(q: Queryable, events: AuditEvent[]): Promise<void> {
@@ -69,6 +80,7 @@ export async function insertEvents(q: Queryable, events: AuditEvent[]): Promise<
     events.map((e) => JSON.stringify(e.detail)),
     events.map((e) => e.prev_hash),
     events.map((e) => e.hash),
+    events.map((e) => e.key_id),
   ]);
 }
 
@@ -76,6 +88,8 @@ export async function insertEvents(q: Queryable, events: AuditEvent[]): Promise<
 export interface ChainHead {
   seq: number;
   hash: string;
+  /** The state the chain ends in (null before the first event): where an event that changes no state stands. */
+  to_state?: State | null;
 }
 
 /**
@@ -86,24 +100,37 @@ export interface ChainHead {
  * locking statement itself could miss an event appended by the writer it waited for.
  */
 export async function chainHeads(q: Queryable, ids: string[]): Promise<Map<string, ChainHead>> {
-  const r = await q.query<{ id: string; seq: number | null; hash: string | null }>(
-    `SELECT i.id, e.seq, e.hash FROM unnest($1::text[]) AS i(id)
-       LEFT JOIN LATERAL (SELECT seq, hash FROM recon.audit_events WHERE operation_id = i.id ORDER BY seq DESC LIMIT 1) e ON true`,
+  const r = await q.query<{ id: string; seq: number | null; hash: string | null; to_state: State | null }>(
+    `SELECT i.id, e.seq, e.hash, e.to_state FROM unnest($1::text[]) AS i(id)
+       LEFT JOIN LATERAL (SELECT seq, hash, to_state FROM recon.audit_events WHERE operation_id = i.id
+                           ORDER BY seq DESC LIMIT 1) e ON true`,
     [ids],
   );
   return new Map(
-    r.rows.map((h) => [h.id, h.seq === null ? { seq: 0, hash: GENESIS_HASH } : { seq: Number(h.seq), hash: h.hash! }]),
+    r.rows.map((h) => [
+      h.id,
+      h.seq === null
+        ? { seq: 0, hash: GENESIS_HASH, to_state: null }
+        : { seq: Number(h.seq), hash: h.hash!, to_state: h.to_state },
+    ]),
   );
 }
 
 /**
- * Appends one event to an operation's chain. The caller holds the operation's row lock
- * (`lockOperation`), so no other writer can append to this chain at the same time; chains
- * of different operations never contend.
+ * Appends one event that changes no state (a note, an observation, an `mcp.call`) to an operation's
+ * chain. Its from_state and to_state are where the chain stands, never the operation row's state:
+ * a row changed behind recon's back (an UPDATE through SQL) must stay visible to `audit verify` as
+ * a chain that does not end in the row's state, not be copied into the trail by the next note.
+ * The caller holds the operation's row lock (`lockOperation`), so no other writer can append to
+ * this chain at the same time; chains of different operations never contend.
  */
-export async function appendEvent(tx: Queryable, ev: NewAuditEvent): Promise<AuditEvent> {
+export async function appendEvent(
+  tx: Queryable,
+  ev: Omit<NewAuditEvent, 'from_state' | 'to_state'>,
+  key?: AuditKey | null,
+): Promise<AuditEvent> {
   const head = (await chainHeads(tx, [ev.operation_id])).get(ev.operation_id)!;
-  const event = chainEvent(head, ev);
+  const event = chainEvent(head, { ...ev, from_state: head.to_state ?? null, to_state: head.to_state ?? null }, key);
   await insertEvents(tx, [event]);
   return event;
 }
@@ -127,6 +154,7 @@ function rowToEvent(r: AuditEventRow): AuditEvent {
     detail: r.detail ?? {},
     prev_hash: r.prev_hash,
     hash: r.hash,
+    key_id: r.key_id ?? null,
   };
 }
 
@@ -142,6 +170,11 @@ interface BrokenLink {
   seq: number;
   /**
    * hash_mismatch, prev_hash_mismatch, seq_gap: an event was changed or removed inside the chain.
+   * state_gap: an event's from_state is not the previous event's to_state (the state was changed
+   * behind recon's back, and a later event started from the changed row). bad_hmac: a keyed event
+   * whose HMAC does not verify under the audit key (forged by someone without the key, or
+   * altered); checked only when the key is given. unkeyed: an unkeyed event after its chain's
+   * first keyed one (a downgrade to the public sha256 chain); found with or without the key.
    * missing_chain: an operation without any event. state_mismatch: the chain's last to_state is not
    * the operation's state (a tail deleted, or the state changed behind recon). orphan_chain: events
    * of an operation that does not exist. truncated / anchor_mismatch: the chain ends before, or
@@ -151,6 +184,9 @@ interface BrokenLink {
     | 'hash_mismatch'
     | 'prev_hash_mismatch'
     | 'seq_gap'
+    | 'state_gap'
+    | 'bad_hmac'
+    | 'unkeyed'
     | 'missing_chain'
     | 'state_mismatch'
     | 'orphan_chain'
@@ -165,6 +201,24 @@ export interface VerifyReport {
   operations_checked: number;
   events_checked: number;
   broken: BrokenLink[];
+  /** What the audit key let this run check (SPEC §5 "Keyed chain"). */
+  keying: KeyingReport;
+}
+
+export interface KeyingReport {
+  /**
+   * `checked`: the key was given, every keyed event's HMAC was checked. `not_checked`: keyed events
+   * exist but no key was given: only the chain (seq, prev_hash, states) was checked for them, so a
+   * forged keyed event would pass. `unkeyed_store`: no keyed event and no key: the public sha256
+   * chain was checked, which anyone who may insert audit rows can compute.
+   */
+  hmac: 'checked' | 'not_checked' | 'unkeyed_store';
+  /** When the store's first keyed event was written (the database's clock); null: never. */
+  keyed_since: string | null;
+  /** The id of the key the store is keyed with (never the key). */
+  key_id: string | null;
+  keyed_events: number;
+  unkeyed_events: number;
 }
 
 export interface VerifyOptions {
@@ -174,6 +228,8 @@ export interface VerifyOptions {
   anchor?: AnchorHeads;
   /** Filled with every chain's head as read, for writing the next anchor. */
   heads?: AnchorHeads;
+  /** The audit key: keyed events are checked with it. Without it, only their chain is checked. */
+  key?: AuditKey | null;
 }
 
 /**
@@ -184,17 +240,31 @@ export interface VerifyOptions {
  */
 export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Promise<VerifyReport> {
   const pageSize = opts.pageSize ?? 5000;
-  const report: VerifyReport = { ok: true, operations_checked: 0, events_checked: 0, broken: [] };
-  const anchor = opts.anchor ?? {};
+  const key = opts.key ?? null;
+  const marker = await keyingMarker(q);
+  if (key && marker && marker.key_id !== key.id)
+    throw new UsageError(
+      `the audit key given (key id ${key.id}) is not the one this store's trail is keyed with (key id ${marker.key_id}, since ${marker.since}); nothing was checked. Set RECON_AUDIT_KEY or auditKey to that key`,
+    );
+  const keying: KeyingReport = {
+    hmac: 'unkeyed_store',
+    keyed_since: marker?.since ?? null,
+    key_id: marker?.key_id ?? null,
+    keyed_events: 0,
+    unkeyed_events: 0,
+  };
+  const report: VerifyReport = { ok: true, operations_checked: 0, events_checked: 0, broken: [], keying };
+  let keyedHere = false;
+  const anchor: AnchorHeads = opts.anchor ?? new Map<string, [number, string]>();
   const lastSeq = new Map<string, number>();
   let cursor: [string, number] = ['', 0];
   let current: string | null = null;
-  let prev = { seq: 0, hash: GENESIS_HASH };
+  let prev: Link = { seq: 0, hash: GENESIS_HASH, to_state: null };
   let brokenHere = false;
   const endChain = () => {
     if (current === null) return;
-    if (Object.hasOwn(anchor, current)) lastSeq.set(current, prev.seq);
-    if (opts.heads) opts.heads[current] = [prev.seq, prev.hash];
+    if (anchor.has(current)) lastSeq.set(current, prev.seq);
+    opts.heads?.set(current, [prev.seq, prev.hash]);
   };
   for (;;) {
     const page = await q.query<AuditEventRow>(
@@ -208,19 +278,20 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
       if (ev.operation_id !== current) {
         endChain();
         current = ev.operation_id;
-        prev = { seq: 0, hash: GENESIS_HASH };
+        prev = { seq: 0, hash: GENESIS_HASH, to_state: null };
         brokenHere = false;
+        keyedHere = false;
         report.operations_checked++;
       }
       report.events_checked++;
       if (!brokenHere) {
-        const problem = checkLink(prev, ev);
+        const problem = checkLink(prev, ev, key, keyedHere);
         if (problem) {
           report.broken.push(problem);
           brokenHere = true;
         }
       }
-      const head = Object.hasOwn(anchor, ev.operation_id) ? anchor[ev.operation_id] : null;
+      const head = anchor.get(ev.operation_id);
       if (head && head[0] === ev.seq && head[1] !== ev.hash) {
         report.broken.push({
           operation_id: ev.operation_id,
@@ -230,7 +301,10 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
           found: ev.hash,
         });
       }
-      prev = { seq: ev.seq, hash: ev.hash };
+      prev = { seq: ev.seq, hash: ev.hash, to_state: ev.to_state };
+      if (ev.key_id !== null) keyedHere = true;
+      if (ev.key_id !== null) keying.keyed_events++;
+      else keying.unkeyed_events++;
     }
     if (page.rows.length < pageSize) break;
     const last = page.rows[page.rows.length - 1];
@@ -238,7 +312,7 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
   }
   endChain();
   report.broken.push(...(await chainsVersusOperations(q, opts.operationId ?? null)));
-  for (const [id, [seq, hash]] of Object.entries(anchor)) {
+  for (const [id, [seq, hash]] of anchor) {
     if (opts.operationId !== undefined && id !== opts.operationId) continue;
     const ends = lastSeq.get(id) ?? 0;
     if (ends < seq)
@@ -251,6 +325,7 @@ export async function verifyChains(q: Queryable, opts: VerifyOptions = {}): Prom
       });
   }
   report.broken.sort((a, b) => (a.operation_id < b.operation_id ? -1 : a.operation_id > b.operation_id ? 1 : 0));
+  keying.hmac = key ? 'checked' : keying.keyed_events > 0 || marker ? 'not_checked' : 'unkeyed_store';
   report.ok = report.broken.length === 0;
   return report;
 }
@@ -300,7 +375,26 @@ async function chainsVersusOperations(q: Queryable, operationId: string | null):
   return out;
 }
 
-function checkLink(prev: { seq: number; hash: string }, ev: AuditEvent): BrokenLink | null {
+/** The previous event, as the next one is checked against it. */
+interface Link {
+  seq: number;
+  hash: string;
+  to_state: State | null;
+}
+
+/** Where keying began (migration 0004's one row), or null. */
+async function keyingMarker(q: Queryable): Promise<{ key_id: string; since: string } | null> {
+  const r = await q.query<{ key_id: string; since: Date | string }>('SELECT key_id, since FROM recon.audit_keying');
+  const m = r.rows[0];
+  return m ? { key_id: m.key_id, since: new Date(m.since).toISOString() } : null;
+}
+
+/**
+ * The first problem of one link. A keyed event is checked with the key when it is given; without
+ * it, only its place in the chain (seq, prev_hash, states). An unkeyed event after a keyed one in
+ * its chain is refused by the database and reported here (the table's owner can bypass the one).
+ */
+function checkLink(prev: Link, ev: AuditEvent, key: AuditKey | null, keyedBefore: boolean): BrokenLink | null {
   if (ev.seq !== prev.seq + 1) {
     return {
       operation_id: ev.operation_id,
@@ -319,9 +413,41 @@ function checkLink(prev: { seq: number; hash: string }, ev: AuditEvent): BrokenL
       found: ev.prev_hash,
     };
   }
-  const expected = eventHash(ev.prev_hash, ev);
-  if (expected !== ev.hash) {
-    return { operation_id: ev.operation_id, seq: ev.seq, problem: 'hash_mismatch', expected, found: ev.hash };
+  if (ev.key_id === null && keyedBefore) {
+    return {
+      operation_id: ev.operation_id,
+      seq: ev.seq,
+      problem: 'unkeyed',
+      expected: 'a keyed event (its chain was keyed before)',
+      found: 'an unkeyed event',
+    };
+  }
+  if (ev.key_id === null) {
+    const expected = eventHash(ev.prev_hash, ev);
+    if (expected !== ev.hash)
+      return { operation_id: ev.operation_id, seq: ev.seq, problem: 'hash_mismatch', expected, found: ev.hash };
+  } else if (key) {
+    if (ev.key_id !== key.id)
+      return {
+        operation_id: ev.operation_id,
+        seq: ev.seq,
+        problem: 'bad_hmac',
+        expected: `key id ${key.id}`,
+        found: `key id ${ev.key_id}`,
+      };
+    const expected = eventHash(ev.prev_hash, ev, key);
+    if (expected !== ev.hash)
+      return { operation_id: ev.operation_id, seq: ev.seq, problem: 'bad_hmac', expected, found: ev.hash };
+  }
+  // Every event starts where the previous one ended; the first (recorded) from nothing.
+  if (ev.from_state !== prev.to_state) {
+    return {
+      operation_id: ev.operation_id,
+      seq: ev.seq,
+      problem: 'state_gap',
+      expected: prev.to_state ?? 'null',
+      found: ev.from_state ?? 'null',
+    };
   }
   return null;
 }

@@ -184,6 +184,7 @@ export async function claimAttempt(
     if (tampered) {
       await transition(tx, id, 'needs_review', {
         actor: ctx.actor,
+        auditKey: ctx.auditKey,
         now,
         kind: 'attempt.refused',
         rule: 'claim.payload_tampered',
@@ -198,6 +199,7 @@ export async function claimAttempt(
     const attempt = current.attempt_count + 1;
     const { op } = await transition(tx, id, 'submitting', {
       actor: ctx.actor,
+      auditKey: ctx.auditKey,
       now,
       kind: 'attempt.started',
       rule: o.rule,

@@ -34,6 +34,7 @@ export async function escalate(
       );
       await note(tx, id, {
         actor: ctx.actor,
+        auditKey: ctx.auditKey,
         now,
         kind: 'escalated',
         rule: 'human.escalate',
@@ -51,6 +52,7 @@ export async function escalate(
     if (judged !== current.state) {
       await transition(tx, id, judged, {
         actor: ctx.actor,
+        auditKey: ctx.auditKey,
         now,
         kind: 'lease.expired',
         rule: 'lease.expired',
@@ -59,6 +61,7 @@ export async function escalate(
     }
     const { op } = await transition(tx, id, 'needs_review', {
       actor: ctx.actor,
+      auditKey: ctx.auditKey,
       now,
       kind: 'escalated',
       rule: 'human.escalate',

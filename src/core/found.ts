@@ -1,5 +1,6 @@
 import type { Queryable } from '../store/db.js';
 import type { LinkedVia, LookupResult, Operation, Provider, ProviderTxn, State } from '../types.js';
+import type { AuditKey } from './audit-key.js';
 import { lookupDetail } from './decision-json.js';
 import type { CoreContext } from './context.js';
 import { txnMismatches, unexplainedLive } from './match.js';
@@ -38,7 +39,14 @@ export async function applyFoundTransaction(
   locked: Operation,
   provider: string,
   txn: ProviderTxn,
-  o: { source: FoundSource; via: LinkedVia; actor: string; now: Date; detail?: Record<string, unknown> },
+  o: {
+    source: FoundSource;
+    via: LinkedVia;
+    actor: string;
+    auditKey?: AuditKey | null;
+    now: Date;
+    detail?: Record<string, unknown>;
+  },
 ): Promise<FoundEffect> {
   const before = await transactionsOf(tx, locked.id);
   const link = await linkTransaction(tx, provider, locked.id, txn, { via: o.via, by: o.actor, at: o.now });
@@ -51,12 +59,20 @@ export async function applyFoundTransaction(
   };
   const move = link.linked ? decideFound(locked, txn, before, o.now) : null;
   if (!move) {
-    await note(tx, locked.id, { actor: o.actor, now: o.now, kind: `${o.source}.received`, rule: null, detail });
+    await note(tx, locked.id, {
+      actor: o.actor,
+      auditKey: o.auditKey,
+      now: o.now,
+      kind: `${o.source}.received`,
+      rule: null,
+      detail,
+    });
     return { effect: 'noted', state: locked.state, linked: link.linked };
   }
   if (locked.state === 'submitting') {
     await transition(tx, locked.id, 'outcome_unknown', {
       actor: o.actor,
+      auditKey: o.auditKey,
       now: o.now,
       kind: 'lease.expired',
       rule: 'lease.expired',
@@ -65,6 +81,7 @@ export async function applyFoundTransaction(
   }
   await transition(tx, locked.id, move.to, {
     actor: o.actor,
+    auditKey: o.auditKey,
     now: o.now,
     kind: `${o.source}.applied`,
     rule: `${o.source}.${move.rule}`,
@@ -115,7 +132,14 @@ export async function applyLookupFindings(
   return ctx.db.transaction(async (tx) => {
     let locked = await lockOperation(tx, op.id);
     await recordObservation(tx, op.id, { at: now, result: lookup.result, detail: lookupDetail(lookup) });
-    await note(tx, op.id, { actor: ctx.actor, now, kind: 'lookup', rule: null, detail: lookupDetail(lookup) });
+    await note(tx, op.id, {
+      actor: ctx.actor,
+      auditKey: ctx.auditKey,
+      now,
+      kind: 'lookup',
+      rule: null,
+      detail: lookupDetail(lookup),
+    });
     // An unavailable lookup proves nothing, not even its partial matches.
     if (lookup.result === 'unavailable') return locked.state;
     const linked = new Set((await transactionsOf(tx, op.id)).map((t) => t.provider_id));
@@ -126,6 +150,7 @@ export async function applyLookupFindings(
         source: 'lookup',
         via: 'lookup',
         actor: ctx.actor,
+        auditKey: ctx.auditKey,
         now,
       });
       locked = await lockOperation(tx, op.id);

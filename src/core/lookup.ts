@@ -76,6 +76,7 @@ async function reconcileStep(
         await recordObservation(tx, op.id, { at: ctx.now(), result: lookup.result, detail: lookupDetail(lookup) });
         await note(tx, op.id, {
           actor: ctx.actor,
+          auditKey: ctx.auditKey,
           now: ctx.now(),
           kind: 'lookup',
           detail: { ...lookupDetail(lookup), would: plan.ruling.rule },

@@ -92,6 +92,7 @@ export async function expireLease(ctx: CoreContext, claimed: Operation, owner: s
       (
         await transition(tx, claimed.id, judgedState(claimed.state), {
           actor: ctx.actor,
+          auditKey: ctx.auditKey,
           now: ctx.now(),
           kind: 'lease.expired',
           rule: 'lease.expired',

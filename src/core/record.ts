@@ -84,6 +84,7 @@ export async function recordOperationsIn(
           rule: o.approval ? 'record.approved' : 'record.proposed',
           detail: { payload_hash: o.payload_hash, idempotency_key: o.idempotency_key, approval: o.approval },
         },
+        ctx.auditKey,
       ),
     ),
   });

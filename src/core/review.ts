@@ -90,6 +90,7 @@ export async function resolveReview(
     }
     const { op } = await transition(tx, id, check.outcome, {
       actor: ctx.actor,
+      auditKey: ctx.auditKey,
       now,
       by: 'person',
       kind: 'review.resolved',

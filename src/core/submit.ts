@@ -122,6 +122,7 @@ export async function finishAttempt(
           source: 'late_response',
           via: result.replayed ? 'replay' : 'response',
           actor: ctx.actor,
+          auditKey: ctx.auditKey,
           now,
           detail: { attempt: claim.attempt, outcome: result.outcome, lease_owner: claim.owner },
         }),
@@ -166,6 +167,7 @@ async function writeResult(
     if (problems.length) detail.problems = problems;
     const { op } = await transition(tx, claim.op.id, to, {
       actor: ctx.actor,
+      auditKey: ctx.auditKey,
       now,
       kind: 'attempt.finished',
       rule: problems.length ? 'submit.mismatch' : duplicate ? 'submit.duplicate' : `submit.${result.outcome}`,

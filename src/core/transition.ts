@@ -1,6 +1,7 @@
 import { LeaseLostError, NotFoundError, RefusedError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import type { AuditEvent, LinkedVia, ObservationResult, Operation, ProviderTxn, State } from '../types.js';
+import type { AuditKey } from './audit-key.js';
 import { chainEvent, chainHeads, type ChainHead } from './audit.js';
 import { rowToOperation, type OperationRow } from './operations.js';
 import { assertTransition, isTerminal } from './states.js';
@@ -14,6 +15,8 @@ import { assertTransition, isTerminal } from './states.js';
 
 export interface TransitionOptions {
   actor: string;
+  /** The audit key (CoreContext.auditKey): the event is keyed with it. */
+  auditKey?: AuditKey | null;
   now: Date;
   /** Audit event kind, e.g. `submit.classified`, `run.decision`, `review.resolved`. */
   kind: string;
@@ -150,7 +153,7 @@ export async function transition(
         lease: o.keepLease ?? 'release',
       },
     ],
-    { actor: o.actor, now: o.now, returnRows: true },
+    { actor: o.actor, auditKey: o.auditKey, now: o.now, returnRows: true },
   );
   if (!moved.ok) throw moved.error;
   return { op: moved.op!, event: moved.event };
@@ -165,7 +168,7 @@ export async function transition(
 export async function transitionMany(
   q: Queryable,
   moves: Move[],
-  o: { actor: string; now: Date; returnRows?: boolean },
+  o: { actor: string; auditKey?: AuditKey | null; now: Date; returnRows?: boolean },
 ): Promise<Moved[]> {
   const results = new Array<Moved>(moves.length);
   const unread = moves.filter((m) => m.from === undefined || m.head === undefined).map((m) => m.id);
@@ -187,16 +190,20 @@ export async function transitionMany(
       const from = m.from ?? cur!.state;
       const detail = { ...(m.detail ?? {}) };
       if (m.to === 'needs_review' && m.review_reason) detail.review_reason = m.review_reason;
-      const event = chainEvent(m.head ?? heads.get(m.id)!, {
-        operation_id: m.id,
-        at: o.now,
-        actor: o.actor,
-        kind: m.kind,
-        from_state: from,
-        to_state: m.to ?? from,
-        rule: m.rule,
-        detail,
-      });
+      const event = chainEvent(
+        m.head ?? heads.get(m.id)!,
+        {
+          operation_id: m.id,
+          at: o.now,
+          actor: o.actor,
+          kind: m.kind,
+          from_state: from,
+          to_state: m.to ?? from,
+          rule: m.rule,
+          detail,
+        },
+        o.auditKey,
+      );
       rows.push({ i, m, from, event });
     } catch (err) {
       results[i] = { ok: false, error: err as Error };
@@ -232,9 +239,10 @@ WITH u AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::text[], $7::text[],
                        $8::boolean[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::jsonb[],
                        $14::int[], $15::text[], $16::text[], $17::jsonb[], $18::text[], $19::text[],
-                       $31::timestamptz[])
+                       $31::timestamptz[], $32::text[])
     AS u(id, from_state, to_state, terminal, review_reason, assignee, lease_check, keep_lease, lease_owner,
-         lease_expires_at, next_check_at, result, observation, seq, kind, rule, detail, prev_hash, hash, observed_at)
+         lease_expires_at, next_check_at, result, observation, seq, kind, rule, detail, prev_hash, hash, observed_at,
+         key_id)
 ),
 locked AS (
   SELECT id, state, lease_owner, lease_expires_at FROM recon.operations
@@ -284,9 +292,10 @@ updated AS (
   RETURNING ${returnRows ? 'o.*' : 'o.id'}
 ),
 appended AS (
-  INSERT INTO recon.audit_events (operation_id, seq, at, actor, kind, from_state, to_state, rule, detail, prev_hash, hash)
+  INSERT INTO recon.audit_events (operation_id, seq, at, actor, kind, from_state, to_state, rule, detail, prev_hash, hash,
+                                  key_id)
   SELECT id, seq, $20::timestamptz, $21::text, kind, from_state, coalesce(to_state, from_state), rule, detail, prev_hash,
-         hash
+         hash, key_id
     FROM ok
 )
 SELECT l.id AS locked_id, l.state AS locked_state, l.lease_owner AS locked_lease_owner,
@@ -343,6 +352,7 @@ async function writeMoves(
     links.map((l) => (l.txn.created ? l.txn.created.toISOString() : null)),
     links.map((l) => l.via),
     rows.map(({ m }) => m.observation?.at?.toISOString() ?? null),
+    rows.map(({ event }) => event.key_id),
   ]);
   const out = new Map<string, { locked: Locked; row: OperationRow | null }>();
   for (const row of r.rows) {

@@ -92,6 +92,7 @@ async function applyEvent(ctx: CoreContext, provider: Provider, event: WebhookEv
       source: 'webhook',
       via: 'webhook',
       actor: ctx.actor,
+      auditKey: ctx.auditKey,
       now,
       detail: { event_id: event.event_id, type: event.type },
     });

@@ -105,7 +105,7 @@ async function writeGroup(ctx: CoreContext, items: PlannedDecision[], owner: str
     items.map((item) =>
       moveOf(item, item.ruling, owner, lookupDetail(item.lookup), item.head ?? heads.get(item.op.id), true),
     ),
-    { actor: ctx.actor, now: ctx.now() },
+    { actor: ctx.actor, auditKey: ctx.auditKey, now: ctx.now() },
   );
   return moved.map((m, i) => (m.ok ? { ok: true, json: decisionJson(items[i].op.id, items[i].ruling) } : m));
 }
@@ -148,7 +148,7 @@ async function writeGroupLocked(ctx: CoreContext, items: PlannedDecision[], owne
     const moved = await transitionMany(
       tx,
       ok.map((w) => moveOf(w.item, w.d, owner, w.detail, undefined, false)),
-      { actor: ctx.actor, now },
+      { actor: ctx.actor, auditKey: ctx.auditKey, now },
     );
     ok.forEach((w, k) => {
       const m = moved[k];

@@ -5,6 +5,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { dict } from '../lib/dict.js';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -56,7 +57,7 @@ export interface FormObject {
  * `metadata[key]=v` → `{metadata: {key: 'v'}}`, `expand[]=a` / `expand[0]=a` → `{expand: ['a']}`.
  */
 export function parseForm(text: string): FormObject {
-  const root: FormObject = {};
+  const root: FormObject = dict<FormValue>();
   if (!text) return root;
   for (const pair of text.split('&')) {
     if (!pair) continue;
@@ -81,12 +82,12 @@ function assignPath(root: FormObject, path: string[], value: string): void {
     if (Array.isArray(node)) {
       const index = part === '' ? node.length : Number(part);
       if (last) node[index] = value;
-      else node = (node[index] ??= nextIsArray ? [] : {}) as FormObject | FormValue[];
+      else node = (node[index] ??= nextIsArray ? [] : dict<FormValue>()) as FormObject | FormValue[];
     } else {
       if (last) node[part] = value;
       else {
         const existing: FormValue | undefined = node[part];
-        node = typeof existing === 'object' ? existing : (node[part] = nextIsArray ? [] : {});
+        node = typeof existing === 'object' ? existing : (node[part] = nextIsArray ? [] : dict<FormValue>());
       }
     }
   }

@@ -25,7 +25,8 @@ CREATE TABLE recon.audit_events (
   rule text,
   detail jsonb DEFAULT '{}'::jsonb NOT NULL,
   prev_hash text NOT NULL,
-  hash text NOT NULL
+  hash text NOT NULL,
+  key_id text
 );
 
 CREATE TABLE recon.audit_findings (
@@ -36,6 +37,12 @@ CREATE TABLE recon.audit_findings (
   amount_total bigint,
   currency text,
   found_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE recon.audit_keying (
+  singleton boolean DEFAULT true NOT NULL,
+  key_id text NOT NULL,
+  since timestamp with time zone DEFAULT clock_timestamp() NOT NULL
 );
 
 CREATE TABLE recon.audit_scans (
@@ -130,6 +137,8 @@ ALTER TABLE recon.attempts ADD CONSTRAINT attempts_outcome_check CHECK ((outcome
 ALTER TABLE recon.attempts ADD CONSTRAINT attempts_pkey PRIMARY KEY (operation_id, number);
 ALTER TABLE recon.audit_events ADD CONSTRAINT audit_events_pkey PRIMARY KEY (operation_id, seq);
 ALTER TABLE recon.audit_findings ADD CONSTRAINT audit_findings_pkey PRIMARY KEY (provider, kind, key);
+ALTER TABLE recon.audit_keying ADD CONSTRAINT audit_keying_pkey PRIMARY KEY (singleton);
+ALTER TABLE recon.audit_keying ADD CONSTRAINT audit_keying_singleton_check CHECK (singleton);
 ALTER TABLE recon.audit_scans ADD CONSTRAINT audit_scans_pkey PRIMARY KEY (provider);
 ALTER TABLE recon.ledger_index ADD CONSTRAINT ledger_index_pkey PRIMARY KEY (provider, provider_id);
 ALTER TABLE recon.observations ADD CONSTRAINT observations_operation_id_fkey FOREIGN KEY (operation_id) REFERENCES recon.operations(id);
@@ -166,7 +175,46 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION recon.audit_events_keyed()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  marker recon.audit_keying;
+BEGIN
+  SELECT * INTO marker FROM recon.audit_keying;
+  IF NOT FOUND THEN
+    INSERT INTO recon.audit_keying (key_id)
+      SELECT key_id FROM added WHERE key_id IS NOT NULL LIMIT 1
+      ON CONFLICT (singleton) DO NOTHING;
+    SELECT * INTO marker FROM recon.audit_keying;
+    IF NOT FOUND THEN
+      RETURN NULL;
+    END IF;
+  END IF;
+  IF EXISTS (SELECT 1 FROM added WHERE key_id IS DISTINCT FROM marker.key_id) THEN
+    RAISE EXCEPTION 'this store''s audit trail is keyed (key id %, since %): an audit event without that key is refused; set RECON_AUDIT_KEY, or auditKey in the config, to the audit key',
+      marker.key_id, marker.since
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION recon.audit_keying_fixed()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  RAISE EXCEPTION 'recon.audit_keying is fixed once written: % is not allowed', TG_OP
+    USING ERRCODE = 'insufficient_privilege';
+END
+$function$;
+
+CREATE TRIGGER audit_events_keyed AFTER INSERT ON recon.audit_events REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION recon.audit_events_keyed();
 CREATE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON recon.audit_events FOR EACH STATEMENT EXECUTE FUNCTION recon.audit_events_append_only();
 CREATE TRIGGER audit_events_no_update_delete BEFORE DELETE OR UPDATE ON recon.audit_events FOR EACH ROW EXECUTE FUNCTION recon.audit_events_append_only();
+CREATE TRIGGER audit_keying_no_truncate BEFORE TRUNCATE ON recon.audit_keying FOR EACH STATEMENT EXECUTE FUNCTION recon.audit_keying_fixed();
+CREATE TRIGGER audit_keying_no_update_delete BEFORE DELETE OR UPDATE ON recon.audit_keying FOR EACH ROW EXECUTE FUNCTION recon.audit_keying_fixed();
 
--- migrations applied: 1, 2, 3
+-- migrations applied: 1, 2, 3, 4

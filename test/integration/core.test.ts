@@ -449,7 +449,13 @@ describe.each(backends)('operations core on $name', (backend) => {
 
     it('verifies a clean trail', async () => {
       const r = await verifyChains(db);
-      expect(r).toEqual({ ok: true, operations_checked: 3, events_checked: 12, broken: [] });
+      expect(r).toEqual({
+        ok: true,
+        operations_checked: 3,
+        events_checked: 12,
+        broken: [],
+        keying: { hmac: 'unkeyed_store', keyed_since: null, key_id: null, keyed_events: 0, unkeyed_events: 12 },
+      });
       // Paging must not break chains at page boundaries.
       expect(await verifyChains(db, { pageSize: 3 })).toEqual(r);
     });

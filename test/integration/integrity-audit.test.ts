@@ -111,7 +111,12 @@ describe.each(backends)('audit verify sees deletions, store on $name', (backend)
     expect(first.json).toMatchObject({ ok: true, anchor: { status: 'created', heads: 2 } });
     expect(first.stderr).toMatch(/no anchor at .*heads\.json: wrote one with 2 chain heads/);
     const written = await readAnchor(anchor);
-    expect(written!.heads).toEqual({ op_a: [3, expect.any(String)], op_b: [3, expect.any(String)] });
+    expect(written!.heads).toEqual(
+      new Map([
+        ['op_a', [3, expect.any(String)]],
+        ['op_b', [3, expect.any(String)]],
+      ]),
+    );
     expect(written!.digest).toBe(anchorDigest(written!.heads));
     expect((await verify()).json).toMatchObject({ ok: true, anchor: { status: 'updated' } });
 
@@ -129,6 +134,32 @@ describe.each(backends)('audit verify sees deletions, store on $name', (backend)
     // A broken trail does not overwrite the heads that prove it.
     expect(caught.json.anchor.status).toBe('kept');
     expect((await readAnchor(anchor))!.heads).toEqual(written!.heads);
+  });
+
+  it('--anchor: operations named __proto__, constructor and hasOwnProperty are anchored like any other; a deleted tail on each is found', async () => {
+    const ids = ['__proto__', 'constructor', 'hasOwnProperty', 'name:0'];
+    await recordWithHistory(db, ids);
+    const anchor = path.join(dir, 'heads.json');
+    const verify = () => runInProcess(['audit', 'verify', '--db', url, '--anchor', anchor, '--json'], { store: db });
+    const first = await verify();
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.json).toMatchObject({ ok: true, operations_checked: 4, anchor: { status: 'created', heads: 4 } });
+    const file = JSON.parse(fs.readFileSync(anchor, 'utf8'));
+    expect(Object.keys(file.heads).sort()).toEqual([...ids].sort());
+    expect(file.operations).toBe(4);
+    expect([...(await readAnchor(anchor))!.heads.keys()].sort()).toEqual([...ids].sort());
+
+    // The owner deletes each one's last event and puts its state back: only the anchor can tell.
+    for (const id of ids) {
+      await asOwner(db, `DELETE FROM recon.audit_events WHERE operation_id = $1 AND seq = 3`, [id]);
+      await db.query(`UPDATE recon.operations SET state = 'submitting' WHERE id = $1`, [id]);
+    }
+    expect((await verifyChains(db)).ok).toBe(true);
+    const caught = await verify();
+    expect(caught.code).toBe(4);
+    expect(
+      caught.json.broken.map((b: { operation_id: string; problem: string }) => [b.operation_id, b.problem]),
+    ).toEqual([...ids].sort().map((id) => [id, 'truncated']));
   });
 
   it('--anchor: a garbled or edited anchor file is a clear usage error, and it is left as it is', async () => {

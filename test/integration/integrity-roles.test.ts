@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { auditKeyFrom } from '../../src/core/audit-key.js';
 import { verifyChains } from '../../src/core/audit.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { recordOperations } from '../../src/core/record.js';
@@ -97,6 +98,32 @@ describe.skipIf(selected === 'pglite')('recon with a role that does not own its 
       await expect(db.query('TRUNCATE recon.audit_events')).rejects.toThrow(/permission denied/);
       await expect(db.query('DROP TABLE recon.audit_events')).rejects.toThrow(/must be owner/);
       expect((await verifyChains(db)).ok).toBe(true);
+
+      // Keyed (issue 23): once the trail is keyed, the plain role cannot append a sha256-chained
+      // event, nor move or remove where keying began.
+      const auditKey = auditKeyFrom('r'.repeat(48), 'test');
+      await recordOperations({ ...ctx, auditKey }, [
+        validateOperation(
+          {
+            id: 'op_keyed',
+            provider: 'stripe',
+            action: 'refund',
+            payload: { charge: 'ch_2', amount: 100, currency: 'usd' },
+            approval: 'T',
+          },
+          ['stripe'],
+        ),
+      ]);
+      await expect(
+        db.transaction((tx) =>
+          transition(tx, 'op_keyed', 'submitting', { actor: 'person:alice', now: new Date(), kind: 'k', rule: 'r' }),
+        ),
+      ).rejects.toThrow(/audit trail is keyed/);
+      await expect(db.query('ALTER TABLE recon.audit_keying DISABLE TRIGGER USER')).rejects.toThrow(/must be owner/);
+      await expect(db.query('DELETE FROM recon.audit_keying')).rejects.toThrow(/permission denied/);
+      await expect(db.query(`UPDATE recon.audit_keying SET key_id = 'x'`)).rejects.toThrow(/permission denied/);
+      const report = await verifyChains(db, { key: auditKey });
+      expect(report).toMatchObject({ ok: true, keying: { hmac: 'checked', key_id: auditKey.id, keyed_events: 1 } });
     } finally {
       await db.close();
     }

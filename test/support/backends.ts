@@ -163,9 +163,11 @@ export async function resetStore(db: Db): Promise<void> {
     `SELECT quote_ident(tablename) AS name FROM pg_tables WHERE schemaname = 'recon' AND tablename <> 'schema_migrations'`,
   );
   await db.transaction(async (tx) => {
-    await tx.query('ALTER TABLE recon.audit_events DISABLE TRIGGER USER');
+    // The append-only tables refuse TRUNCATE by trigger (audit_keying: migration 0004).
+    const fixed = tables.rows.filter((t) => t.name === 'audit_events' || t.name === 'audit_keying');
+    for (const t of fixed) await tx.query(`ALTER TABLE recon.${t.name} DISABLE TRIGGER USER`);
     await tx.query(`TRUNCATE ${tables.rows.map((t) => `recon.${t.name}`).join(', ')} RESTART IDENTITY CASCADE`);
-    await tx.query('ALTER TABLE recon.audit_events ENABLE TRIGGER USER');
+    for (const t of fixed) await tx.query(`ALTER TABLE recon.${t.name} ENABLE TRIGGER USER`);
   });
 }
 

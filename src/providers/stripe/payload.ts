@@ -54,12 +54,13 @@ export function refundParams(req: SubmitRequest, where: string): Stripe.RefundCr
       throw new UsageError(`payload.reason: must be one of ${REASONS.join(', ')} (Stripe's refund reasons)`);
     params.reason = p['reason'];
   }
-  const metadata: Record<string, string> = {};
+  let metadata: Record<string, string> = {};
   const given = p['metadata'];
   if (given !== undefined && given !== null) {
     if (typeof given !== 'object' || Array.isArray(given))
       throw new UsageError('payload.metadata: must be an object of strings');
-    for (const [k, v] of Object.entries(given)) metadata[k] = String(v);
+    // fromEntries defines each key as its own, `__proto__` included (an assignment would set the prototype).
+    metadata = Object.fromEntries(Object.entries(given).map(([k, v]) => [k, String(v)]));
   }
   // Ours win over the caller's: lookup depends on them.
   metadata['recon_operation_id'] = req.operation_id;

@@ -4,6 +4,7 @@
  */
 import type { FormValue } from '../http.js';
 import { stripeError, type EndpointError } from './types.js';
+import { dict } from '../../lib/dict.js';
 
 export function endpointError(message: string, param: string, code: string): EndpointError {
   return { status: 400, body: stripeError('invalid_request_error', message, { code, param }), stored: true };
@@ -26,7 +27,7 @@ export function money(amount: number, currency: string): string {
 export function parseMetadata(v: FormValue | undefined): Record<string, string> | { error: string } {
   if (v === undefined || v === '') return {};
   if (typeof v !== 'object' || Array.isArray(v)) return { error: 'Invalid object: metadata must be a hash' };
-  const out: Record<string, string> = {};
+  const out = dict<string>();
   for (const [k, value] of Object.entries(v)) {
     if (typeof value !== 'string') return { error: `Invalid metadata value for ${k}: must be a string` };
     if (k.length > 40) return { error: `Metadata key ${k} is longer than 40 characters` };
