@@ -37,7 +37,7 @@ export async function recordOperations(ctx: CoreContext, inputs: OperationInput[
 /** recordOperations inside a transaction the caller holds (with what else it writes, e.g. the `mcp.call` event). */
 export async function recordOperationsIn(
   tx: Queryable,
-  ctx: Pick<CoreContext, 'actor' | 'now'>,
+  ctx: Pick<CoreContext, 'actor' | 'now' | 'auditKey'>,
   inputs: OperationInput[],
 ): Promise<RecordedOperation[]> {
   const now = ctx.now();
