@@ -37,6 +37,9 @@ export function lookupDetail(l: LookupResult): Record<string, unknown> {
     matches: l.matches.map(txnSummary),
     candidates: l.candidates.map(txnSummary),
     ...(l.error ? { error: l.error } : {}),
+    // Which answers came from `recon run`'s ledger scan rather than a lookup of the operation's own.
+    source: l.source ?? 'lookup',
+    ...(l.source && l.note ? { note: l.note } : {}),
   };
 }
 

@@ -66,8 +66,12 @@ describe.each(backends)('recon run with a predated duplicate in the backlog, sto
     const { summary } = await run(world);
     const first = summary.decisions.find((d) => d.id === ops[0].id)!;
     expect(first).toMatchObject({ decision: 'review', rule: 'found.duplicate', review_reason: 'duplicate' });
-    // The other committed operations, each with one refund: confirmed (from the scan or not).
-    expect(summary.confirmed).toBe(N / 2 - 1);
+    // The other operations with one refund each: confirmed (from the scan or not). Counted on the
+    // ledger: under load a first attempt that timed out may have been retried by stripe-node after all.
+    const withOne = ops
+      .slice(1)
+      .filter((o) => w.stripe.refunds({ payment_intent: o.payload.payment_intent }).length === 1);
+    expect(summary.confirmed).toBe(withOne.length);
     const detail = await show(world, ops[0].id);
     expect(detail.operation.state).toBe('needs_review');
     expect([...detail.operation.provider_txn_ids].sort()).toContain(predated.id);
@@ -92,9 +96,11 @@ describe.each(backends)('recon run with a predated duplicate in the backlog, sto
       [ops.map((o) => o.id)],
     );
     const bySource = (s: string) => rows.filter((r) => r.detail.source === s).map((r) => r.operation_id);
-    // The committed half answered from the scan, with its note; the other half looked up on its own.
-    expect(bySource('ledger_scan').sort()).toEqual(ops.filter((_, i) => i % 2 === 0).map((o) => o.id));
-    expect(bySource('lookup').sort()).toEqual(ops.filter((_, i) => i % 2 === 1).map((o) => o.id));
+    // The committed ones answered from the scan, with its note; the others looked up on their own.
+    const committed = ops.filter((o) => w.stripe.refunds({ payment_intent: o.payload.payment_intent }).length > 0);
+    expect(committed.length).toBeGreaterThanOrEqual(N / 2);
+    expect(bySource('ledger_scan').sort()).toEqual(committed.map((o) => o.id));
+    expect(bySource('lookup').sort()).toEqual(ops.filter((o) => !committed.includes(o)).map((o) => o.id));
     const scanned = rows.find((r) => r.detail.source === 'ledger_scan')!;
     expect(String(scanned.detail.note)).toMatch(/ledger scan/);
     // The audit event of the decision says so too.
@@ -162,7 +168,7 @@ describe('the ledger scan against ledgers written while it reads', () => {
     expect(answer.result).toBe(own.result);
   });
 
-  it('for random ledgers, every answer of the scan is the answer of the operation\'s own lookup', async () => {
+  it("for random ledgers, every answer of the scan is the answer of the operation's own lookup", async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.record({

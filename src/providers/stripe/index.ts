@@ -25,7 +25,7 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
   const now = deps.now ?? (() => new Date());
   const where = `providers.${config.name}`;
   // `recon run`'s batches are looked up from one listing of the ledger where that is cheaper (scan.ts).
-  const scan = ledgerScan(client);
+  const scan = ledgerScan(client, undefined, undefined, config.capabilities.uncertaintyWindowMs);
 
   return {
     name: config.name,
