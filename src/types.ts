@@ -189,6 +189,10 @@ export interface LookupResult {
    * not by a request of its own; recorded with the observation so that a person can tell.
    */
   source?: 'ledger_scan';
+  /** Why nothing can be found, when the provider said so (Stripe: the payment intent does not exist). */
+  reason?: string;
+  /** The provider's clock: the `Date` header of the lookup's (last) response, when it sent one. */
+  provider_date?: Date;
 }
 
 export interface ListRange {
