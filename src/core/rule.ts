@@ -75,7 +75,7 @@ export interface RuleInput {
 }
 
 /** Part of `keyRetention` kept in reserve, and how far the two clocks may disagree: 10% (2.4 h of Stripe's 24 h). */
-export const KEY_RETENTION_MARGIN = 0.1;
+const KEY_RETENTION_MARGIN = 0.1;
 
 /** The stable rule names recorded in the audit trail. */
 export const RULES = {
