@@ -119,6 +119,16 @@ describe.each(backends)('the provider read as it answers, store on $name', (back
     const first = await world.recon(['--config', down, 'run', '--json']);
     expect(first.code).toBe(5);
     expect(first.json).toMatchObject({ claimed: 1, unavailable: 1 });
+    // The back-off after one failed lookup is a random part of a second (full jitter): as after a longer
+    // outage, it is made an hour here, so that no test timing decides what follows.
+    const db = await world.db();
+    const { rows } = await db.query<{ next_check_at: Date | null }>(
+      `SELECT next_check_at FROM recon.operations WHERE id = 'refund:down_1'`,
+    );
+    expect(rows[0].next_check_at).not.toBeNull();
+    await db.query(`UPDATE recon.operations SET next_check_at = $1::timestamptz WHERE id = 'refund:down_1'`, [
+      new Date(world.now().getTime() + HOUR).toISOString(),
+    ]);
 
     const dry = expectExit(await world.recon(['--config', down, 'run', '--dry-run', '--json']), 0);
     const real = expectExit(await world.recon(['--config', down, 'run', '--json']), 0);
