@@ -150,6 +150,13 @@ async function render(deps: Deps, s: RunSummary, verbose: boolean): Promise<void
   const line = `${s.dry_run ? 'dry run: ' : ''}claimed ${s.claimed}: confirmed ${s.confirmed}, failed ${s.failed}, pending ${s.pending}, retried ${s.retried}, escalated ${s.escalated}, waiting ${s.waiting}, unavailable ${s.unavailable} (${s.duration_ms < 1000 ? `${s.duration_ms}ms` : formatAge(s.duration_ms)})`;
   info(deps.io, line);
   if (s.unavailable) info(deps.io, st.red(`${s.unavailable} lookup(s) found the provider unavailable: exit 5`));
+  if (s.backing_off.length)
+    info(
+      deps.io,
+      `${s.backing_off.length} operation(s) not looked up: backing off after the provider was unavailable, until ${s.backing_off
+        .map((b) => `${printable(b.id)} ${formatTime(b.until)}`)
+        .join(', ')}`,
+    );
   if (s.needs_review_total)
     info(deps.io, st.red(`${s.needs_review_total} operation(s) need a human: recon review list`));
 }

@@ -190,6 +190,15 @@ export interface LookupResult {
   retry_after_ms?: number;
   /** How the adapter searched (e.g. "listed refunds of payment intent pi_1; matched metadata.recon_operation_id = op_1"), for humans. */
   note?: string;
+  /**
+   * `ledger_scan`: answered from a listing made for a batch of `recon run` (providers/stripe/scan.ts),
+   * not by a request of its own; recorded with the observation so that a person can tell.
+   */
+  source?: 'ledger_scan';
+  /** Why nothing can be found, when the provider said so (Stripe: the payment intent does not exist). */
+  reason?: string;
+  /** The provider's clock: the `Date` header of the lookup's (last) response, when it sent one. */
+  provider_date?: Date;
 }
 
 export interface ListRange {

@@ -37,6 +37,11 @@ export function lookupDetail(l: LookupResult): Record<string, unknown> {
     matches: l.matches.map(txnSummary),
     candidates: l.candidates.map(txnSummary),
     ...(l.error ? { error: l.error } : {}),
+    ...(l.reason ? { reason: l.reason } : {}),
+    // Which answers came from `recon run`'s ledger scan rather than a lookup of the operation's own.
+    source: l.source ?? 'lookup',
+    ...(l.provider_date ? { provider_date: l.provider_date.toISOString() } : {}),
+    ...(l.source && l.note ? { note: l.note } : {}),
   };
 }
 

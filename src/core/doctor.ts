@@ -175,13 +175,14 @@ async function providerChecks(p: ProviderConfig, d: DoctorDeps): Promise<Check[]
     const skewText = Number.isFinite(skew)
       ? `clock skew ${Math.round(skew / 1000)}s`
       : 'clock skew unknown (no Date header)';
-    if (p.type === 'stripe' && res.status === 401)
+    if (p.type === 'stripe' && (res.status === 401 || res.status === 403))
+      // A configuration error, not an outage (SPEC §4 step 6): exit 2, as `run` and `lookup` say it.
       out.push({
         name: `provider ${p.name}`,
         ok: false,
-        detail: `${url}: the API key was refused (401)`,
-        fix: 'check the apiKey (STRIPE_API_KEY)',
-        exit_code: 5,
+        detail: `${url}: the provider refused the key for ${p.name} (${res.status})`,
+        fix: 'check STRIPE_API_KEY (providers.' + p.name + '.apiKey)',
+        exit_code: 2,
       });
     else if (res.status === 429)
       out.push({

@@ -50,6 +50,7 @@ export function planDecision(
     now,
     lastAttemptAt: history.lastAttemptAt,
     linked: history.linked,
+    providerNow: lookup.provider_date ?? null,
   });
   let nextCheckAt: Date | null = null;
   if (ruling.decision === 'unavailable') {

@@ -1,4 +1,5 @@
 import type { LookupResult, Operation, Provider } from '../types.js';
+import { exitCodeOf } from '../errors.js';
 import type { Applied, DecisionJson } from './decision-json.js';
 import { historiesOf, type History } from './history.js';
 import { planDecision, type PlannedDecision } from './plan.js';
@@ -25,6 +26,8 @@ export async function safeLookup(provider: Provider, op: Operation): Promise<Loo
   try {
     return await provider.lookup(lookupQueryFor(op));
   } catch (err) {
+    // A refused key (exit 2) is a configuration error for the whole command, not an observation.
+    if (exitCodeOf(err) === 2) throw err;
     return {
       result: 'unavailable',
       matches: [],

@@ -21,7 +21,10 @@
  *  7. Nothing found → `not_found.*`: wait while the current not_found streak (counted from after the
  *     latest attempt) is younger than the window; then a `pending` operation goes to review
  *     (`not_found.pending`: the provider once accepted it, so it is never retried); otherwise
- *     max_attempts, payload_changed and key_retention are checked, in that order, before `not_found.retry`.
+ *     max_attempts, payload_changed and key_retention are checked, in that order, before `not_found.retry`;
+ *     key_retention: the provider's clock (the lookup's `Date`) and recon's disagree by more than the
+ *     margin (10% of keyRetention), or, for a lookup that is not authoritative, the key is older than
+ *     keyRetention − margin on the later of the two clocks.
  *
  * Every time comparison is written as "permission is proven" (`elapsed >= window`, `age < retention`),
  * so a NaN from a bad date denies the retry instead of granting it.
@@ -64,7 +67,15 @@ export interface RuleInput {
    * does not show yet). A live match with another live one linked is a duplicate, never confirmed.
    */
   linked?: { provider_id: string; state: string }[];
+  /**
+   * The provider's clock: the `Date` of the lookup response (LookupResult.provider_date), when it
+   * sent one. On the way to a retry the key's age is counted on the later of the two clocks.
+   */
+  providerNow?: Date | null;
 }
+
+/** Part of `keyRetention` kept in reserve, and how far the two clocks may disagree: 10% (2.4 h of Stripe's 24 h). */
+const KEY_RETENTION_MARGIN = 0.1;
 
 /** The stable rule names recorded in the audit trail. */
 export const RULES = {
@@ -179,7 +190,7 @@ function decideNotFound(input: RuleInput): Decision {
   const { operation: op, capabilities: caps, now } = input;
   const start = streakStart(input);
   const notFoundFor = now.getTime() - start.getTime();
-  const lasted = `not found for ${formatDuration(notFoundFor)}`;
+  const lasted = `not found for ${formatDuration(notFoundFor)}${input.lookup.reason ? ` (${input.lookup.reason})` : ''}`;
   const window = `window ${formatDuration(caps.uncertaintyWindowMs)}`;
   if (!(notFoundFor >= caps.uncertaintyWindowMs)) {
     // The window counts from the first not_found of the current streak, not from the attempt: a
@@ -207,10 +218,21 @@ function decideNotFound(input: RuleInput): Decision {
       `${lasted}, but the payload to retry differs from the recorded one: needs review`,
     );
   }
+  // The key's age on the later of recon's clock and the provider's (the Date of the lookup that
+  // authorises this retry): a provider whose clock runs ahead forgets the key sooner than ours says.
+  const margin = caps.keyRetentionMs * KEY_RETENTION_MARGIN;
+  const theirs = input.providerNow ?? null;
+  if (op.first_attempt_at && theirs !== null && !(Math.abs(theirs.getTime() - now.getTime()) <= margin)) {
+    const explanation =
+      `${lasted}, but the provider's clock (${theirs.toISOString()}) and recon's (${now.toISOString()}) ` +
+      `disagree by more than ${formatDuration(margin)}: whether the provider still holds the key is unknown: needs review`;
+    return review(RULES.keyRetention, 'key_retention', explanation);
+  }
+  const later = theirs !== null && theirs.getTime() > now.getTime() ? theirs : now;
   // Never attempted → the key was never sent, so it cannot have expired.
-  const keyAge = op.first_attempt_at ? now.getTime() - op.first_attempt_at.getTime() : 0;
-  if (!caps.lookupAuthoritative && !(keyAge < caps.keyRetentionMs)) {
-    const key = `the key is ${formatDuration(keyAge)} old (retention ${formatDuration(caps.keyRetentionMs)})`;
+  const keyAge = op.first_attempt_at ? later.getTime() - op.first_attempt_at.getTime() : 0;
+  if (!caps.lookupAuthoritative && !(keyAge < caps.keyRetentionMs - margin)) {
+    const key = `the key is ${formatDuration(keyAge)} old (retention ${formatDuration(caps.keyRetentionMs)}, margin ${formatDuration(margin)})`;
     const explanation = `${lasted}, but ${key} and the lookup is not authoritative: needs review`;
     return review(RULES.keyRetention, 'key_retention', explanation);
   }

@@ -42,6 +42,11 @@ export interface RunSummary {
    */
   lease_expired: string[];
   needs_review_total: number;
+  /**
+   * Unresolved operations not looked at because their provider was unavailable at their last lookup
+   * (they back off until `until`, ISO time): the same for `run` and `run --dry-run`. At most 100.
+   */
+  backing_off: { id: string; until: string }[];
   unresolved_by_state: Record<string, number>;
   duration_ms: number;
   dry_run: boolean;
@@ -71,6 +76,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
     errors: [],
     lease_expired: [],
     needs_review_total: 0,
+    backing_off: [],
     unresolved_by_state: {},
     duration_ms: 0,
     dry_run: Boolean(o.dryRun),
@@ -190,7 +196,9 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
         );
       }
     } catch (err) {
-      if (exitCodeOf(err) === 6) storeLost ??= err as Error;
+      // The store gone (6), or a provider that refused our key (2: every lookup would be refused):
+      // nothing more is asked; the pass ends with that error.
+      if (exitCodeOf(err) === 6 || exitCodeOf(err) === 2) storeLost ??= err as Error;
       if (err instanceof LeaseLostError) summary.lease_expired.push(claimed.id);
       else summary.errors.push({ id: claimed.id, error: (err as Error).message });
       if (!o.dryRun) await releaseLease(ctx.db, claimed.id, owner).catch(() => undefined);
@@ -206,6 +214,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
   for (const s of UNRESOLVED_STATES) summary.unresolved_by_state[s] = 0;
   for (const r of states.rows) summary.unresolved_by_state[r.state] = Number(r.n);
   summary.needs_review_total = summary.unresolved_by_state.needs_review ?? 0;
+  summary.backing_off = await backingOff(ctx, o.provider, passStartedAt);
   summary.decisions.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   summary.duration_ms = Date.now() - started;
   return summary;
@@ -282,6 +291,18 @@ async function claimBatch(
   });
 }
 
+/** Operations `recon run` does not claim yet: backing off after an unavailable lookup (SPEC §4 step 6). */
+async function backingOff(ctx: CoreContext, provider: string | undefined, now: Date) {
+  const { rows } = await ctx.db.query<{ id: string; next_check_at: Date | string }>(
+    `SELECT id, next_check_at FROM recon.operations
+      WHERE state IN ${UNRESOLVED_SQL} AND state <> 'needs_review' AND next_check_at > $1::timestamptz
+        AND ($2::text IS NULL OR provider = $2::text)
+      ORDER BY next_check_at, id LIMIT 100`,
+    [now.toISOString(), provider ?? null],
+  );
+  return rows.map((r) => ({ id: r.id, until: new Date(r.next_check_at).toISOString() }));
+}
+
 async function candidatesForDryRun(
   ctx: CoreContext,
   o: RunOptions,
@@ -295,7 +316,9 @@ async function candidatesForDryRun(
     provider: o.provider,
     limit: Math.max(size, o.limit ?? 10_000),
   });
-  return ops.filter((op) => !isInFlight(op, now)).reverse();
+  // The real pass's claim skips operations backing off after an unavailable lookup: so does the dry run.
+  const waiting = new Set((await backingOff(ctx, o.provider, now)).map((b) => b.id));
+  return ops.filter((op) => !isInFlight(op, now) && !waiting.has(op.id)).reverse();
 }
 
 async function dryDecision(ctx: CoreContext, provider: Provider, op: Operation): Promise<DecisionJson> {

@@ -72,4 +72,47 @@ describe.each(backends)('review resolve checks like attach, store on $name', (ba
     expect(detail.events.at(-1)).toMatchObject({ kind: 'review.resolved', rule: 'human.review.forced' });
     expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
   });
+
+  it('a person is never refused on a stale copy: the linked refund is failed at the provider, pending in recon: resolve failed without --force', async () => {
+    world = await startIncidentWorld({ backend });
+    const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+    await recordOk(world, [refundOp('refund:rv_stale', pi.payment_intent, 2500)]);
+    world.stripe.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });
+    expect((await submit(world, 'refund:rv_stale')).state).toBe('outcome_unknown');
+    const wrong = world.stripe.seedRefund({
+      payment_intent: pi.payment_intent,
+      amount: 2400,
+      currency: 'usd',
+      status: 'pending',
+      metadata: { recon_operation_id: 'refund:rv_stale' },
+    });
+    const pass = await run(world);
+    expect(pass.summary.decisions[0]).toMatchObject({ state: 'needs_review', review_reason: 'mismatch' });
+    expect((await show(world, 'refund:rv_stale')).provider_transactions).toMatchObject([
+      { provider_id: wrong.id, status: 'pending' },
+    ]);
+    // The refund failed at the provider; recon's stored copy still says pending.
+    world.stripe.setRefundStatus(wrong.id, 'failed');
+
+    const resolved = expectExit(
+      await world.recon([
+        'review',
+        'resolve',
+        'refund:rv_stale',
+        '--outcome',
+        'failed',
+        '--note',
+        'refund failed at Stripe',
+        '--json',
+      ]),
+      0,
+    );
+    expect(resolved.json).toMatchObject({ state: 'failed' });
+    const detail = await show(world, 'refund:rv_stale');
+    const event = detail.events.at(-1) as unknown as { kind: string; rule: string; detail: Record<string, unknown> };
+    expect(event).toMatchObject({ kind: 'review.resolved', rule: 'human.review' });
+    // What the person's decision was judged on: the provider's answer, not the stored copy.
+    expect(event.detail.provider_seen).toEqual([expect.objectContaining({ provider_id: wrong.id, status: 'failed' })]);
+    expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
+  });
 });

@@ -101,7 +101,10 @@ describe('the ledger scan, against hostile ledgers', () => {
     // Recorded 10 minutes ago; its first refund 100 s ago, then 1,000 refunds of others, then a
     // second refund of it now. A batch of MIN_OPS may list MIN_OPS / 4 pages: the newer refund is
     // listed, the older one is not, so the scan does not cover the operation and must not answer.
-    const [q] = backlog(1, { recordedAt: new Date(sandboxNow() - 600_000), createdS: nowS() - 100 });
+    // Its payment made an hour before (the payment intent's creation is where its refunds can begin).
+    offsetMs -= 3600_000;
+    const [q] = backlog(1, { recordedAt: new Date(sandboxNow() + 3000_000), createdS: nowS() + 3500 });
+    offsetMs += 3600_000;
     for (let i = 0; i < 1000; i++) {
       const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
       sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd', created: nowS() - 50 });

@@ -149,7 +149,11 @@ describe('the ledger scan, through stripe-node against the sandbox', () => {
     // holds the refunds of the tests before: all within SKEW_S).
     othersRefunds(600);
     const perBatch = 2;
-    const scan = ledgerScan(createClient(config), () => 0, perBatch);
+    // Refunds indexed late are not looked for here (each refresh lists again the span a refund may stay
+    // invisible to lists): with that span 0, a refresh lists the refunds of the newest second again.
+    const scan = ledgerScan(createClient(config), () => 0, perBatch, 0);
+    const newest = Math.max(...sandbox.refunds().map((r) => r.created));
+    const refreshPages = Math.ceil(sandbox.refunds().filter((r) => r.created >= newest).length / 100);
     const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date());
     const perPrepare: number[] = [];
     for (let batch = 0; batch < 40 && scan.answer(queries[0], plan) === null; batch++) {
@@ -161,7 +165,7 @@ describe('the ledger scan, through stripe-node against the sandbox', () => {
     // The first batch: `perBatch` pages; each later one: the head refresh and `perBatch` more.
     expect(perPrepare[0]).toBe(perBatch);
     expect(perPrepare.length).toBeGreaterThan(2);
-    for (const n of perPrepare.slice(1)) expect(n).toBeLessThanOrEqual(perBatch + 1);
+    for (const n of perPrepare.slice(1)) expect(n).toBeLessThanOrEqual(perBatch + refreshPages);
   });
 
   it(`gives no answer from a scan begun more than ${MAX_AGE_MS / 1000} s before`, async () => {

@@ -188,14 +188,21 @@ describe('submit classification (SPEC §3)', () => {
     await expect.poll(() => sandbox.refunds({ payment_intent }).length).toBe(1);
   });
 
-  it('a wrong API key → unknown (401 is not in the "nothing was created" list), and the key is not in the result', async () => {
+  it('a wrong API key → unknown on submit (401 is not in the "nothing was created" list), exit 2 on lookup, and the key is not in the result', async () => {
     const key = 'sk_test_wrongKeyDoNotPrint42';
     const wrong = await createProvider('stripe', configFor({ ...sandbox, apiKey: key }));
     const result = await wrong.submit(refundOp('pi_x', 1));
     expect(result).toMatchObject({ outcome: 'unknown', http_status: 401, error_class: 'http_401' });
-    const lookup = await wrong.lookup({ operation_id: 'op_x', payload: { payment_intent: 'pi_x' } });
-    expect(lookup.result).toBe('unavailable');
-    for (const text of [JSON.stringify(result), JSON.stringify(lookup)])
+    // A lookup with a refused key is a configuration error (exit 2, SPEC §4 step 6), not an outage.
+    const lookup = await wrong.lookup({ operation_id: 'op_x', payload: { payment_intent: 'pi_x' } }).then(
+      () => null,
+      (err: unknown) => err as Error & { exitCode: number },
+    );
+    expect(lookup).toMatchObject({
+      exitCode: 2,
+      message: 'the provider refused the key for stripe (401): check STRIPE_API_KEY',
+    });
+    for (const text of [JSON.stringify(result), String(lookup?.message)])
       expect(text).not.toContain('wrongKeyDoNotPrint');
   });
 

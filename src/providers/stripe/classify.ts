@@ -6,6 +6,7 @@ import type Stripe from 'stripe';
 import { StripeSdk } from './sdk.js';
 import type { ProviderTxn, SubmitResult, TxnState } from '../../types.js';
 import { redact } from '../../config/redact.js';
+import { UsageError } from '../../errors.js';
 
 /** Refund statuses (docs.stripe.com/api/refunds/object#refund_object-status). */
 function refundState(status: string | null | undefined): TxnState {
@@ -116,4 +117,25 @@ export function headerOf(headers: Record<string, unknown> | undefined, name: str
     Object.entries(headers).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1];
   // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a header value, as String() prints it
   return Array.isArray(value) ? String(value[0]) : value === undefined ? undefined : String(value);
+}
+
+/**
+ * A key Stripe refused (401, or 403 for a restricted key without the permission): a configuration
+ * error (exit 2), never "the provider is unavailable" (SPEC §4 step 6), which would page as an outage.
+ */
+export function refusedKey(err: unknown, provider: string): UsageError | null {
+  if (!(err instanceof StripeSdk.errors.StripeError)) return null;
+  if (err.statusCode !== 401 && err.statusCode !== 403) return null;
+  return new UsageError(`the provider refused the key for ${provider} (${err.statusCode}): check STRIPE_API_KEY`);
+}
+
+/**
+ * Stripe's 404 `resource_missing` for the payment intent or charge a listing names: that object does
+ * not exist in this account, so nothing can exist for it (SPEC §4 step 5). null for any other error.
+ */
+export function missingParent(err: unknown): string | null {
+  if (!(err instanceof StripeSdk.errors.StripeError)) return null;
+  if (err.statusCode !== 404 || err.code !== 'resource_missing') return null;
+  if (err.param !== 'payment_intent' && err.param !== 'charge') return null;
+  return err.param;
 }

@@ -7,7 +7,7 @@ import { StripeSdk } from './sdk.js';
 import { ProviderUnavailableError, UsageError } from '../../errors.js';
 import type { StripeProviderConfig } from '../../config/types.js';
 import type { Provider, ProviderTxn, SubmitRequest, SubmitResult, WebhookEvent } from '../../types.js';
-import { classifyRefund, classifySubmitError, describeError, refundToTxn } from './classify.js';
+import { classifyRefund, classifySubmitError, describeError, refundToTxn, refusedKey } from './classify.js';
 import { createClient, type ClientDeps } from './client.js';
 import { listRefunds, lookupRefunds, planLookup } from './ledger.js';
 import { refundParams } from './payload.js';
@@ -25,7 +25,7 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
   const now = deps.now ?? (() => new Date());
   const where = `providers.${config.name}`;
   // `recon run`'s batches are looked up from one listing of the ledger where that is cheaper (scan.ts).
-  const scan = ledgerScan(client);
+  const scan = ledgerScan(client, undefined, undefined, config.capabilities.uncertaintyWindowMs);
 
   return {
     name: config.name,
@@ -55,7 +55,7 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
     lookup(query) {
       const plan = planLookup(query, config.capabilities.keyRetentionMs, now());
       const scanned = scan.answer(query, plan);
-      return scanned ? Promise.resolve(scanned) : lookupRefunds(client, plan);
+      return scanned ? Promise.resolve(scanned) : lookupRefunds(client, plan, config.name);
     },
 
     prepareLookups(queries, o) {
@@ -67,6 +67,8 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
         return refundToTxn(await client.call(() => client.stripe.refunds.retrieve(providerId), 'read'));
       } catch (err) {
         if (err instanceof StripeSdk.errors.StripeError && err.statusCode === 404) return null;
+        const refused = refusedKey(err, config.name);
+        if (refused) throw refused;
         throw new ProviderUnavailableError(`${config.name}: cannot fetch refund ${providerId}: ${describeError(err)}`);
       }
     },

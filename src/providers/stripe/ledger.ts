@@ -10,7 +10,7 @@ import type Stripe from 'stripe';
 import type { ListRange, LookupQuery, LookupResult, ProviderTxn } from '../../types.js';
 import { formatDuration } from '../../core/durations.js';
 import { ProviderUnavailableError } from '../../errors.js';
-import { describeError, refundToTxn } from './classify.js';
+import { describeError, headerOf, missingParent, refundToTxn, refusedKey } from './classify.js';
 import { isRateLimited, retryAfterOf, type StripeClient } from './client.js';
 
 const PAGE_SIZE = 100;
@@ -20,11 +20,16 @@ export function refundPage(client: StripeClient, params: Stripe.RefundListParams
   return client.call(() => client.stripe.refunds.list({ ...params, limit: PAGE_SIZE }), 'read');
 }
 
-async function* refundPages(client: StripeClient, params: Stripe.RefundListParams): AsyncGenerator<Stripe.Refund[]> {
+/** Each page's refunds, and the `Date` header of its response (the provider's clock), when sent. */
+async function* refundPages(
+  client: StripeClient,
+  params: Stripe.RefundListParams,
+): AsyncGenerator<{ refunds: Stripe.Refund[]; date: Date | null }> {
   let startingAfter: string | undefined;
   for (;;) {
     const page = await refundPage(client, { ...params, ...(startingAfter ? { starting_after: startingAfter } : {}) });
-    yield page.data;
+    const date = Date.parse(headerOf(page.lastResponse?.headers, 'date') ?? '');
+    yield { refunds: page.data, date: Number.isFinite(date) ? new Date(date) : null };
     const last = page.data[page.data.length - 1];
     if (!page.has_more || !last) return;
     startingAfter = last.id;
@@ -38,7 +43,7 @@ export async function* listRefunds(client: StripeClient, range: ListRange): Asyn
   let page = 0;
   const pages = refundPages(client, Object.keys(created).length > 0 ? { created } : {});
   for (;;) {
-    let next: IteratorResult<Stripe.Refund[]>;
+    let next: IteratorResult<{ refunds: Stripe.Refund[] }>;
     try {
       next = await pages.next();
     } catch (err) {
@@ -48,8 +53,8 @@ export async function* listRefunds(client: StripeClient, range: ListRange): Asyn
       });
     }
     if (next.done) return;
-    range.onPage?.({ page: ++page, items: next.value.length });
-    for (const refund of next.value) yield refundToTxn(refund);
+    range.onPage?.({ page: ++page, items: next.value.refunds.length });
+    for (const refund of next.value.refunds) yield refundToTxn(refund);
   }
 }
 
@@ -111,11 +116,17 @@ export function planLookup(query: LookupQuery, keyRetentionMs: number, now: Date
 }
 
 /** Provider trouble never throws here: it is an observation (`unavailable`) the rule backs off on. */
-export async function lookupRefunds(client: StripeClient, plan: LookupPlan): Promise<LookupResult & { note: string }> {
+export async function lookupRefunds(
+  client: StripeClient,
+  plan: LookupPlan,
+  provider = 'stripe',
+): Promise<LookupResult & { note: string }> {
   const matches: ProviderTxn[] = [];
   const candidates: ProviderTxn[] = [];
+  let providerDate: Date | null = null;
   try {
-    for await (const refunds of refundPages(client, plan.params)) {
+    for await (const { refunds, date } of refundPages(client, plan.params)) {
+      providerDate = date ?? providerDate;
       for (const refund of refunds) {
         const txn = refundToTxn(refund);
         if (plan.isMatch(txn)) matches.push(txn);
@@ -123,6 +134,22 @@ export async function lookupRefunds(client: StripeClient, plan: LookupPlan): Pro
       }
     }
   } catch (err) {
+    // A refused key is a configuration error (exit 2): thrown, never an observation to back off on.
+    const refused = refusedKey(err, provider);
+    if (refused) throw refused;
+    const missing = missingParent(err);
+    if (missing) {
+      const id = String(plan.params[missing as 'payment_intent' | 'charge']);
+      const date = Date.parse(headerOf((err as { headers?: Record<string, unknown> }).headers, 'date') ?? '');
+      return {
+        result: 'not_found',
+        matches: [],
+        candidates: [],
+        reason: `the ${missing === 'payment_intent' ? 'payment intent' : 'charge'} ${id} does not exist in this account (404 resource_missing): nothing can exist for it`,
+        ...(Number.isFinite(date) ? { provider_date: new Date(date) } : {}),
+        note: plan.note,
+      };
+    }
     const retryAfter = isRateLimited(err) ? retryAfterOf(err) : 0;
     return {
       result: 'unavailable',
@@ -133,7 +160,13 @@ export async function lookupRefunds(client: StripeClient, plan: LookupPlan): Pro
       note: plan.note,
     };
   }
-  return { result: resultOf(matches, candidates), matches, candidates, note: plan.note };
+  return {
+    result: resultOf(matches, candidates),
+    matches,
+    candidates,
+    ...(providerDate ? { provider_date: providerDate } : {}),
+    note: plan.note,
+  };
 }
 
 /** What a lookup found: its own refunds (all pending or not), else look-alikes, else nothing. */

@@ -5,32 +5,38 @@
  * A lookup lists one payment intent's refunds: one request per operation. After an outage the
  * backlog is thousands of operations whose refunds mostly exist (the request committed, the answer
  * was lost), and one request each is the whole cost of the pass: minutes at the account's rate
- * limit. The scan instead lists every refund created since the backlog's oldest operation was
- * recorded, 100 per page, and answers from that listing for the operations it finds carrying their
- * own `recon_operation_id`.
+ * limit. The scan instead lists the account's refunds newest first, 100 per page, and answers from
+ * that listing for the operations it finds carrying their own `recon_operation_id`.
  *
- * It only ever answers "found" (or "pending"): a refund that exists is a fact however it was listed.
- * An operation with no refund in the scan still gets its own lookup, fresh and authoritative, because
- * "nothing found" is what a retry is authorised on (SPEC §1.4). And it answers only where it is
- * complete and fresh:
- * - covered: every refund created since the operation was recorded (minus `SKEW_S` for the two
- *   clocks; a provider whose `Date` is more than half of that off ours gets no scan) has been
- *   listed; pages are listed newest first, so the scan covers a growing span back from now, at most
- *   `backlog / 4` pages in all, where the backlog is what the pass may decide (a scan of a ledger
- *   far larger than the backlog costs at most a quarter more requests, then stops);
- * - fresh: before each batch the refunds created since the last listing are listed
- *   (`ending_before` the newest seen: usually one request), so a duplicate created before the batch
- *   was claimed is seen as a lookup would see it; a scan older than `MAX_AGE_MS` is started again,
- *   and no answer is given from a scan older than that. What such a scan can miss, and an
- *   operation's own lookup would see: a status change of a refund listed earlier (pending →
- *   succeeded), and a refund indexed late (committed before the newest one listed, visible to lists
- *   only after it was: `ending_before` never lists it). So an answer is as old as `MAX_AGE_MS` at
- *   most for those, and as fresh as its batch for refunds created since: a duplicate indexed late is
- *   found by the next scan, as a lookup made before it was indexed finds it only at the next pass.
+ * It is an optimisation, never a second rule (SPEC §4): every answer it gives is the answer the
+ * operation's own lookup would give. So it only ever answers "found" (or "pending"): an operation
+ * with no refund in the scan still gets its own lookup, because "nothing found" is what a retry is
+ * authorised on (SPEC §1.4). And it answers only where it is complete and fresh:
+ * - covered: every refund that could be the operation's has been listed. A refund of a payment
+ *   intent cannot be older than the payment intent (the pages expand `data.payment_intent`, whose
+ *   `created` is on the same clock as the refunds'); a refund without one has no such bound, and is
+ *   covered only by a scan that listed the whole ledger. Not the operation's `created_at`: a
+ *   duplicate can predate the record (an earlier run of the same job), and its own lookup lists
+ *   the payment intent's refunds of all time. Pages are listed newest first, so the scan covers a
+ *   growing span back from now, at most `backlog / 4` pages in all, where the backlog is what the
+ *   pass may decide (a scan of a ledger far larger than the backlog costs at most a quarter more
+ *   requests, then stops: the operations it does not cover are looked up on their own);
+ * - fresh: an answer is given only to an operation announced by a `prepare` (claimed by then) and
+ *   from a listing refreshed after it. Each refresh lists again every refund created since
+ *   `indexing` before the newest one listed, as well as the newer ones: a refund committed before
+ *   a page was read but visible to lists only after it (indexed late; the rule's own uncertainty
+ *   window is how late a lookup may see a write) is in the next answer, as in a lookup made then.
+ *   A scan older than `MAX_AGE_MS` is started again, and no answer is given from it (a status
+ *   change of a refund older than the re-listed span is not followed otherwise).
+ *   What an answer can miss, and a lookup made at the same moment could not: a refund that became
+ *   visible between the batch's refresh and its decision (seconds); the next pass sees it, as the
+ *   next lookup would.
  *
  * Only refunds carrying recon metadata are kept (memory is bounded by recon's own refunds in the
  * window). Look-alikes without metadata are listed by an operation's own lookup only: an answer from
  * the scan has no candidates, which changes nothing decided (a match decides; candidates are shown).
+ * Every answer says it came from the scan (`source: 'ledger_scan'` and its note, recorded with the
+ * observation): a person can tell it from a lookup.
  */
 import { performance } from 'node:perf_hooks';
 import type Stripe from 'stripe';
@@ -39,11 +45,15 @@ import { idOf, refundToTxn } from './classify.js';
 import type { StripeClient } from './client.js';
 import { refundPage, resultOf, type LookupPlan } from './ledger.js';
 
-/** Seconds a refund's `created` (Stripe's clock) may precede its operation's `created_at` (ours). */
+/**
+ * Seconds a refund's `created` (Stripe's clock) may precede its operation's `created_at` (ours): how
+ * far back the walk looks for the refunds of operations it has not found yet (only what it walks,
+ * never what it answers: coverage is judged on Stripe's clock alone).
+ */
 const SKEW_S = 300;
 /** Fewer operations than this in a batch: their own lookups cost less than any scan. */
 export const MIN_OPS = 16;
-/** A scan is started again after this long: status changes of refunds already listed are not followed. */
+/** A scan is started again after this long: status changes of refunds older than the re-listed span are not followed. */
 export const MAX_AGE_MS = 30_000;
 /**
  * Pages listed before one batch is looked up: the batch is claimed under its lease meanwhile (2
@@ -51,27 +61,33 @@ export const MAX_AGE_MS = 30_000;
  * that is walked on over the next batches, whose operations it covers by then.
  */
 const PAGES_PER_BATCH = 200;
+/** Each refund with its payment intent as an object: its `created` is where the refunds of it can begin. */
+const EXPAND = ['data.payment_intent'];
 
 interface Scanned {
   txn: ProviderTxn;
   paymentIntent: string | null;
   charge: string | null;
+  /** The payment intent's `created` (Stripe seconds): no refund of it is older. null: no payment intent, no bound. */
+  paidAt: number | null;
 }
 
 interface Scan {
-  /** Lists `created >= since` (Stripe seconds). */
-  since: number;
   startedAt: number;
-  /** When the refunds newer than `head` were last listed. */
+  /** When the listing was last brought up to date (the start of that refresh). */
   refreshedAt: number;
-  /** The newest refund listed: the cursor for the next head refresh. */
+  /** The newest refund listed, and its `created`. */
   head: string | null;
+  headCreated: number;
   /** The oldest refund listed by the walk back: its cursor, and its `created`. */
   tail: string | null;
   tailCreated: number;
+  /** The walk reached the oldest refund of the account. */
   complete: boolean;
   pages: number;
   byOperation: Map<string, Map<string, Scanned>>;
+  /** Operations announced by a `prepare` and listed for since: the only ones answered. */
+  announced: Set<string>;
 }
 
 export interface LedgerScan {
@@ -81,14 +97,20 @@ export interface LedgerScan {
   answer(query: LookupQuery, plan: LookupPlan): (LookupResult & { note: string }) | null;
 }
 
-/** The seconds back to which an operation's refunds can reach: it was recorded before any was created. */
-const reach = (q: LookupQuery) => Math.floor(q.recorded_at!.getTime() / 1000) - SKEW_S;
+/** How far back (Stripe seconds) the walk looks for an operation whose refunds it has not listed yet. */
+const recordedReach = (q: LookupQuery) => Math.floor(q.recorded_at!.getTime() / 1000) - SKEW_S;
 
+/**
+ * `indexingMs`: how long a committed refund may stay invisible to lists (the provider's uncertainty
+ * window); each refresh lists that span again.
+ */
 export function ledgerScan(
   client: StripeClient,
   clock: () => number = () => performance.now(),
   pagesPerBatch = PAGES_PER_BATCH,
+  indexingMs = 10 * 60_000,
 ): LedgerScan {
+  const indexingS = Math.ceil(indexingMs / 1000);
   let scan: Scan | null = null;
   /**
    * Pages the walks back may still list, in all (scans started again included): a quarter of the
@@ -96,13 +118,18 @@ export function ledgerScan(
    * than looking each operation up, whatever the ledger and however long the pass.
    */
   let budget: number | null = null;
-  /** The provider's clock too far off ours for coverage to be judged (walkBack): no scan this pass. */
-  let skewed = false;
   // One listing at a time: `recon run` prepares the next batch while the current one is decided.
   let queue: Promise<void> = Promise.resolve();
 
-  /** Whether every refund created since `from` (Stripe seconds) has been listed. */
-  const covers = (s: Scan, from: number) => (s.complete ? from >= s.since : from > s.tailCreated);
+  /** Whether every refund created since `from` (Stripe seconds; -Infinity: of all time) has been listed. */
+  const covers = (s: Scan, from: number) => s.complete || from > s.tailCreated;
+
+  /** Where the refunds an answer would be given from can begin: the oldest payment of them, or no bound. */
+  const reachOf = (found: Iterable<Scanned>) => {
+    let from = Infinity;
+    for (const x of found) from = Math.min(from, x.paidAt ?? -Infinity);
+    return from;
+  };
 
   const keep = (s: Scan, refunds: Stripe.Refund[]) => {
     for (const refund of refunds) {
@@ -110,94 +137,111 @@ export function ledgerScan(
       if (txn.operation_id === null) continue;
       let mine = s.byOperation.get(txn.operation_id);
       if (!mine) s.byOperation.set(txn.operation_id, (mine = new Map<string, Scanned>()));
+      const pi = refund.payment_intent;
       mine.set(txn.provider_id, {
         txn,
-        paymentIntent: idOf(refund.payment_intent),
+        paymentIntent: idOf(pi),
         charge: idOf(refund.charge),
+        paidAt: typeof pi === 'object' && pi !== null && typeof pi.created === 'number' ? pi.created : null,
       });
     }
   };
 
   const list = async (params: Stripe.RefundListParams) => {
-    const page = await refundPage(client, params);
+    const page = await refundPage(client, { ...params, expand: EXPAND });
     if (scan) scan.pages++;
     return page;
   };
 
+  const newHead = (s: Scan, refund: Stripe.Refund | undefined) => {
+    if (refund && (s.head === null || refund.created >= s.headCreated))
+      [s.head, s.headCreated] = [refund.id, refund.created];
+  };
+
   /** One more page back in time. */
   const walkBack = async (s: Scan) => {
-    const first = s.pages === 0;
-    const page = await list({ created: { gte: s.since }, ...(s.tail ? { starting_after: s.tail } : {}) });
-    // Coverage compares the operation's `created_at` (our clock) with refunds' `created` (Stripe's):
-    // with the clocks further apart than SKEW_S allows for, it could call covered a span that is
-    // not, and miss an older refund of a duplicate. Then no scan this pass: lookups one by one.
-    const date = first ? Date.parse(page.lastResponse?.headers?.date ?? '') : NaN;
-    if (Number.isFinite(date) && Math.abs(Date.now() - date) > (SKEW_S * 1000) / 2) {
-      skewed = true;
-      throw new Error(`the provider's clock is ${Math.round((date - Date.now()) / 1000)} s off ours`);
-    }
+    const page = await list(s.tail ? { starting_after: s.tail } : {});
     keep(s, page.data);
+    if (s.tail === null) newHead(s, page.data[0]);
     const last = page.data[page.data.length - 1];
-    if (s.head === null && page.data[0]) s.head = page.data[0].id;
     if (last) [s.tail, s.tailCreated] = [last.id, last.created];
     if (!page.has_more || !last) s.complete = true;
   };
 
-  /** The refunds created since the newest one listed, newest page last. */
-  const refreshHead = async (s: Scan) => {
+  /**
+   * The refunds created since `indexingS` before the newest one listed, newer ones included: those
+   * created since, and those committed before a page was read that lists could not see yet.
+   */
+  const refresh = async (s: Scan) => {
     const began = clock();
     if (s.head === null) {
-      // Nothing listed yet (an empty window): the walk back from now is the refresh.
+      // Nothing listed yet (an empty ledger): the walk back from now is the refresh.
       s.tail = null;
       s.complete = false;
       s.tailCreated = Infinity;
       await walkBack(s);
     } else {
+      const created = { gte: s.headCreated - indexingS };
+      let after: string | undefined;
       for (;;) {
-        const page = await list({ ending_before: s.head });
+        const page = await list({ created, ...(after ? { starting_after: after } : {}) });
         keep(s, page.data);
-        if (!page.data[0]) break;
-        s.head = page.data[0].id;
-        if (!page.has_more) break;
+        if (after === undefined) newHead(s, page.data[0]);
+        const last = page.data[page.data.length - 1];
+        if (!page.has_more || !last) break;
+        after = last.id;
       }
     }
     s.refreshedAt = began;
   };
 
+  /** How far back the batch needs the listing: its operations' payments where found, else where they were recorded. */
+  const target = (s: Scan, queries: LookupQuery[]) => {
+    let from = Infinity;
+    for (const q of queries) {
+      const found = s.byOperation.get(q.operation_id!);
+      from = Math.min(from, found ? reachOf(found.values()) : recordedReach(q));
+    }
+    return from;
+  };
+
   const prepareNow = async (queries: LookupQuery[], backlog: number) => {
-    if (skewed) return;
     const eligible = queries.filter((q) => q.operation_id && q.recorded_at);
     const now = clock();
+    if (scan !== null && now - scan.startedAt > MAX_AGE_MS) scan = null;
     if (eligible.length < MIN_OPS) {
-      // Too few to start a scan for, but one made for an earlier batch still answers what it covers:
-      // fresh as before any batch, or not at all (a duplicate created since that batch was claimed).
-      if (scan !== null && now - scan.startedAt > MAX_AGE_MS) scan = null;
-      else if (scan !== null) await refreshHead(scan);
+      // Too few to start a scan for, but one made for an earlier batch still answers what it covers,
+      // once brought up to date for these operations.
+      if (scan !== null) {
+        await refresh(scan);
+        for (const q of eligible) scan.announced.add(q.operation_id!);
+      }
       return;
     }
-    const since = Math.min(...eligible.map(reach));
-    if (scan === null || now - scan.startedAt > MAX_AGE_MS || since < scan.since) {
+    if (scan === null) {
       scan = {
-        since,
         startedAt: now,
         refreshedAt: now,
         head: null,
+        headCreated: -Infinity,
         tail: null,
         tailCreated: Infinity,
         complete: false,
         pages: 0,
         byOperation: new Map(),
+        announced: new Set(),
       };
     } else {
-      await refreshHead(scan);
+      await refresh(scan);
     }
     const s = scan;
     budget ??= Math.ceil(Math.max(backlog, eligible.length) / 4);
     for (let pages = 0; !s.complete && budget > 0 && pages < pagesPerBatch; pages++) {
-      if (covers(s, since)) break; // `since` is the batch's earliest reach: all of it is covered
+      if (s.tail !== null && covers(s, target(s, eligible))) break;
       budget--;
       await walkBack(s);
     }
+    for (const q of eligible) s.announced.add(q.operation_id!);
   };
 
   return {
@@ -212,30 +256,30 @@ export function ledgerScan(
 
     answer(query, plan) {
       const s = scan;
-      if (!s || !query.operation_id || !query.recorded_at || s.head === null) return null;
-      // Older than MAX_AGE_MS since it began: what it listed then may have changed since (a status,
-      // a refund indexed late), and the next batch starts it again.
-      if (clock() - s.startedAt > MAX_AGE_MS || !covers(s, reach(query))) return null;
+      if (!s || !query.operation_id || s.head === null || !s.announced.has(query.operation_id)) return null;
+      // Older than MAX_AGE_MS since it began: a status may have changed since, and the next batch starts it again.
+      if (clock() - s.startedAt > MAX_AGE_MS) return null;
       const scope = plan.params;
       const since = typeof scope.created === 'object' ? scope.created.gte : undefined;
-      const matches = [...(s.byOperation.get(query.operation_id)?.values() ?? [])]
-        .filter(
-          (x) =>
-            (!scope.payment_intent || x.paymentIntent === scope.payment_intent) &&
-            (!scope.charge || x.charge === scope.charge) &&
-            (since === undefined || (x.txn.created !== null && x.txn.created.getTime() / 1000 >= since)) &&
-            plan.isMatch(x.txn),
-        )
-        .map((x) => x.txn);
-      if (matches.length === 0) return null;
+      const found = [...(s.byOperation.get(query.operation_id)?.values() ?? [])].filter(
+        (x) =>
+          (!scope.payment_intent || x.paymentIntent === scope.payment_intent) &&
+          (!scope.charge || x.charge === scope.charge) &&
+          (since === undefined || (x.txn.created !== null && x.txn.created.getTime() / 1000 >= since)) &&
+          plan.isMatch(x.txn),
+      );
+      // Every refund that could be the operation's must have been listed: back to its payment intent's creation.
+      if (found.length === 0 || !covers(s, reachOf(found))) return null;
+      const matches = found.map((x) => x.txn);
       return {
         result: resultOf(matches, []),
         matches,
         candidates: [],
+        source: 'ledger_scan',
         note:
-          `${plan.note}; answered from recon run's ledger scan (all refunds created since ` +
-          `${new Date(s.since * 1000).toISOString()}, ${s.pages} pages, newest listed ` +
-          `${Math.max(0, Math.round(clock() - s.refreshedAt))} ms before; look-alikes without recon metadata are listed by recon lookup ID)`,
+          `${plan.note}; answered from recon run's ledger scan (${s.complete ? 'every refund of the account' : `every refund created after ${new Date(s.tailCreated * 1000).toISOString()}`}, ` +
+          `${s.pages} pages, brought up to date ${Math.max(0, Math.round(clock() - s.refreshedAt))} ms before; ` +
+          `look-alikes without recon metadata are listed by recon lookup ID)`,
       };
     },
   };

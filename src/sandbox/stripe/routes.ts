@@ -106,7 +106,17 @@ function listRefunds(ctx: StripeRouteContext, r: ApiRequest): void {
   const result = ctx.ledger.list(r.params);
   if (isError(result)) return r.send(result.status, result.body);
   ctx.onListPage();
-  r.send(200, { object: 'list', data: result.data, has_more: result.has_more, url: '/v1/refunds' });
+  // `expand[]=data.payment_intent`: each refund's payment intent as the object (its `created` bounds
+  // where a refund of it can be), as Stripe expands list items.
+  const expand = r.params.expand;
+  const expanded = (Array.isArray(expand) ? expand : [expand]).includes('data.payment_intent');
+  const data = expanded
+    ? result.data.map((refund) => {
+        const pi = refund.payment_intent ? ctx.ledger.paymentIntents.get(refund.payment_intent) : undefined;
+        return pi ? { ...refund, payment_intent: structuredClone(pi) } : refund;
+      })
+    : result.data;
+  r.send(200, { object: 'list', data, has_more: result.has_more, url: '/v1/refunds' });
 }
 
 function getRefund(ctx: StripeRouteContext, r: ApiRequest): void {
