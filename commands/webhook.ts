@@ -6,7 +6,7 @@ import { ingestWebhook, type IngestResult } from '../src/core/webhooks.js';
 import { redact } from '../src/config/redact.js';
 import { parseDuration } from '../src/core/durations.js';
 import { NotFoundError, UsageError } from '../src/errors.js';
-import { action, parsePositiveInt } from './support/action.js';
+import { action, parsePort } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, readAll, warn } from './support/io.js';
 
@@ -48,7 +48,7 @@ export function register(program: Command): void {
   webhook
     .command('serve')
     .description('receive provider webhooks over HTTP (POST /webhooks/PROVIDER, or / for the only webhook provider)')
-    .requiredOption('--port <n>', 'port to listen on (0: any free port, printed on start)', parsePort)
+    .requiredOption('--port <n>', 'port to listen on (0: any free port, printed on start)', parsePort('--port'))
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--provider <name>', 'provider for requests to / (default: the only provider with a webhook secret)')
     .option('--body-timeout <duration>', 'time allowed to receive a request body; slower gets 408', '10s')
@@ -61,11 +61,6 @@ export function register(program: Command): void {
         serve(opts, deps),
       ),
     );
-}
-
-/** A TCP port; 0 asks the system for a free one (what tests use: no port chosen then taken by another). */
-function parsePort(value: string): number {
-  return value === '0' ? 0 : parsePositiveInt('--port')(value);
 }
 
 function describe(r: IngestResult): string {
