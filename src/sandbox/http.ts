@@ -5,6 +5,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { readBody as readBodyWithin } from '../lib/http-body.js';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -34,16 +35,12 @@ export function fingerprint(value: unknown): string {
   return createHash('sha256').update(canonicalJson(value)).digest('hex');
 }
 
-export async function readBody(req: IncomingMessage, maxBytes = 1024 * 1024): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    const buf = chunk as Buffer;
-    size += buf.length;
-    if (size > maxBytes) throw new Error(`request body over ${maxBytes} bytes`);
-    chunks.push(buf);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+/**
+ * A request body through the one reader (src/lib/http-body.ts): capped, and given 10 s to arrive,
+ * so a test client that stalls fails its request instead of holding a sandbox open.
+ */
+export function readBody(req: IncomingMessage, maxBytes = 1024 * 1024): Promise<string> {
+  return readBodyWithin(req, { maxBytes, timeoutMs: 10_000 });
 }
 
 export type FormValue = string | FormObject | FormValue[];
