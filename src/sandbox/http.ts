@@ -2,9 +2,10 @@
  * Small HTTP helpers shared by the sandbox servers (plain `node:http`, no framework), so both
  * sandboxes parse, answer and count requests the same way.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { canonicalJson, sha256Hex } from '../lib/canonical.js';
 import { readBody as readBodyWithin } from '../lib/http-body.js';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -21,18 +22,13 @@ export function requestId(): string {
   return randomId('req', 14);
 }
 
-/** Canonical JSON (keys sorted, no whitespace): two requests carry "the same parameters" when these match. */
-function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-}
-
+/**
+ * Two requests carry "the same parameters" when their canonical JSON (src/lib/canonical.ts, the
+ * one recon hashes payloads with) matches. The parameters are parsed form or JSON, never a value
+ * canonicalJson refuses.
+ */
 export function fingerprint(value: unknown): string {
-  return createHash('sha256').update(canonicalJson(value)).digest('hex');
+  return sha256Hex(canonicalJson(value));
 }
 
 /**
