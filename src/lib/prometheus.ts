@@ -4,7 +4,7 @@
  * as it is. https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format
  */
 
-export interface PrometheusSample {
+interface PrometheusSample {
   /** Appended to the family name: `_count`, `_sum`, `_bucket` for summaries and histograms. */
   suffix?: string;
   labels?: Record<string, string>;
