@@ -6,7 +6,8 @@ import { ingestWebhook, type IngestResult } from '../src/core/webhooks.js';
 import { redact } from '../src/config/redact.js';
 import { parseDuration } from '../src/core/durations.js';
 import { NotFoundError, UsageError } from '../src/errors.js';
-import { action, parsePositiveInt } from './support/action.js';
+import { BodyAborted, BodyTimeout, BodyTooLarge, readBody } from '../src/lib/http-body.js';
+import { action, parsePort } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, readAll, warn } from './support/io.js';
 
@@ -48,7 +49,7 @@ export function register(program: Command): void {
   webhook
     .command('serve')
     .description('receive provider webhooks over HTTP (POST /webhooks/PROVIDER, or / for the only webhook provider)')
-    .requiredOption('--port <n>', 'port to listen on (0: any free port, printed on start)', parsePort)
+    .requiredOption('--port <n>', 'port to listen on (0: any free port, printed on start)', parsePort('--port'))
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--provider <name>', 'provider for requests to / (default: the only provider with a webhook secret)')
     .option('--body-timeout <duration>', 'time allowed to receive a request body; slower gets 408', '10s')
@@ -63,11 +64,6 @@ export function register(program: Command): void {
     );
 }
 
-/** A TCP port; 0 asks the system for a free one (what tests use: no port chosen then taken by another). */
-function parsePort(value: string): number {
-  return value === '0' ? 0 : parsePositiveInt('--port')(value);
-}
-
 function describe(r: IngestResult): string {
   if (r.duplicate) return `${r.event_id} (${r.type}): duplicate delivery, already seen; nothing changed`;
   if (!r.operation_id) return `${r.event_id} (${r.type}): no matching operation; recorded`;
@@ -76,52 +72,6 @@ function describe(r: IngestResult): string {
 
 /** Webhook bodies are small JSON events (Stripe's are a few KiB); anything larger is refused unread. */
 export const MAX_WEBHOOK_BODY_BYTES = 1024 * 1024;
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/**
- * Reads a request body of at most `limit` bytes within `timeoutMs`: an announced Content-Length
- * over the limit is refused before a byte is read (413), a body that grows past it is refused as
- * soon as it does, and one that trickles in too slowly gets 408. The bytes are never kept past the cap.
- */
-export function readBody(req: http.IncomingMessage, limit: number, timeoutMs: number): Promise<string> {
-  const announced = Number(req.headers['content-length']);
-  if (Number.isFinite(announced) && announced > limit) {
-    return Promise.reject(new HttpError(413, `body over ${limit} bytes`));
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const finish = (err: HttpError | null) => {
-      clearTimeout(timer);
-      req.removeListener('data', onData);
-      req.removeListener('end', onEnd);
-      req.removeListener('error', onError);
-      if (err) {
-        req.pause();
-        reject(err);
-      } else resolve(Buffer.concat(chunks).toString('utf8'));
-    };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) return finish(new HttpError(413, `body over ${limit} bytes`));
-      chunks.push(chunk);
-    };
-    const onEnd = () => finish(null);
-    const onError = () => finish(new HttpError(400, 'request aborted'));
-    const timer = setTimeout(() => finish(new HttpError(408, `body not received within ${timeoutMs} ms`)), timeoutMs);
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-  });
-}
 
 async function serve(
   opts: { port: number; host: string; provider?: string; bodyTimeout: string },
@@ -179,7 +129,7 @@ async function serve(
       if (!Object.hasOwn(config.providers, name)) return reply(404, { error: 'unknown provider' });
       const provider = await deps.provider(name);
       if (!provider.parseWebhook) return reply(404, { error: 'unknown provider' });
-      const body = await readBody(req, MAX_WEBHOOK_BODY_BYTES, bodyTimeoutMs);
+      const body = await readBody(req, { maxBytes: MAX_WEBHOOK_BODY_BYTES, timeoutMs: bodyTimeoutMs });
       const sig = req.headers['stripe-signature'] ?? req.headers['x-signature'];
       const r = await ingestWebhook(core, provider, body, Array.isArray(sig) ? sig[0] : sig);
       info(deps.io, describe(r));
@@ -187,18 +137,20 @@ async function serve(
     } catch (err) {
       // The client gets a fixed text per status; the details (redacted) go to our own stderr only.
       const status =
-        err instanceof HttpError
-          ? err.status
-          : err instanceof UsageError
-            ? 400
-            : err instanceof NotFoundError
-              ? 404
-              : 500;
+        err instanceof BodyTooLarge
+          ? 413
+          : err instanceof BodyTimeout
+            ? 408
+            : err instanceof BodyAborted || err instanceof UsageError
+              ? 400
+              : err instanceof NotFoundError
+                ? 404
+                : 500;
       info(deps.io, redact(`webhook rejected (${status}): ${(err as Error).message}`));
       reply(status, { error: CLIENT_ERRORS[status] ?? 'internal error' });
     }
   }
-  // Slow headers are Node's to time out (headersTimeout); slow bodies are readBody's.
+  // Slow headers are Node's to time out (headersTimeout); slow bodies are readBody's (src/lib/http-body.ts).
   server.headersTimeout = Math.min(server.headersTimeout, bodyTimeoutMs + 1000);
   server.requestTimeout = bodyTimeoutMs * 2;
   await new Promise<void>((resolve, reject) => {

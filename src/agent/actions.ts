@@ -6,7 +6,7 @@
  * changed nothing.
  */
 import { approvalByPolicy } from '../core/approve.js';
-import { payloadHash } from '../core/canonical.js';
+import { payloadHash } from '../lib/canonical.js';
 import type { CoreContext } from '../core/context.js';
 import { attemptsOf, countOperations, listOperations, txnIdsByOperation } from '../core/operations.js';
 import { reconcileById } from '../core/reconcile.js';

@@ -22,15 +22,8 @@ import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/
 import { isInitializeRequest, isJSONRPCRequest, type RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { formatDuration } from '../core/durations.js';
 import type { Agent } from './context.js';
-import {
-  allowedOrigin,
-  AuthFailures,
-  BodyTimeout,
-  BodyTooLarge,
-  isLoopback,
-  readBody,
-  rebindingRefusal,
-} from './http-guard.js';
+import { BodyTimeout, BodyTooLarge, readBody } from '../lib/http-body.js';
+import { allowedOrigin, AuthFailures, isLoopback, rebindingRefusal } from './http-guard.js';
 import { createAgentServer } from './server.js';
 
 /** Tool calls are small JSON documents; a payload is at most 64 KiB (SPEC §7). */
@@ -153,7 +146,7 @@ export async function serveHttp(agent: Agent, o: HttpServeOptions): Promise<Http
     if (Number(header(req, 'content-length') ?? 0) > MAX_BODY_BYTES) return tooLarge(res);
     let body: unknown;
     try {
-      body = JSON.parse(await readBody(req, MAX_BODY_BYTES, limits.bodyTimeoutMs));
+      body = JSON.parse(await readBody(req, { maxBytes: MAX_BODY_BYTES, timeoutMs: limits.bodyTimeoutMs }));
     } catch (err) {
       if (err instanceof BodyTooLarge) return tooLarge(res);
       if (err instanceof BodyTimeout) {

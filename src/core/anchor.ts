@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
-import { canonicalJson, sha256Hex } from './canonical.js';
+import { canonicalJson, sha256Hex } from '../lib/canonical.js';
 
 /**
  * operation id → [seq, hash] of its chain's last event. A Map, not an object: an operation may be

@@ -3,7 +3,7 @@ import type { Queryable } from '../store/db.js';
 import type { AuditEvent, State } from '../types.js';
 import type { AnchorHeads } from './anchor.js';
 import { hmacHex, type AuditKey } from './audit-key.js';
-import { canonicalJson, sha256Hex } from './canonical.js';
+import { canonicalJson, sha256Hex } from '../lib/canonical.js';
 
 /** The hash of the first event's predecessor. */
 export const GENESIS_HASH = '0'.repeat(64);

@@ -1,7 +1,7 @@
 import { RefusedError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import type { Operation } from '../types.js';
-import { payloadHash } from './canonical.js';
+import { payloadHash } from '../lib/canonical.js';
 import type { CoreContext } from './context.js';
 import { lockOperation, rowToOperation, type OperationRow } from './operations.js';
 import { RECONCILABLE_SQL, UNRESOLVED_SQL } from './states.js';

@@ -1,19 +1,14 @@
+import { prometheusText, type PrometheusFamily } from '../lib/prometheus.js';
 import type { RunSummary } from './run.js';
 
 type Samples = [Record<string, string>, number][];
 
 function exposition() {
-  const lines: string[] = [];
+  const families: PrometheusFamily[] = [];
   const metric = (name: string, help: string, type: 'gauge' | 'counter', samples: Samples) => {
-    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    for (const [labels, value] of samples) {
-      const l = Object.entries(labels).map(
-        ([k, v]) => `${k}="${v.replace(/["\\\n]/g, (c) => (c === '\n' ? '\\n' : '\\' + c))}"`,
-      );
-      lines.push(`${name}${l.length ? `{${l.join(',')}}` : ''} ${value}`);
-    }
+    families.push({ name, help, type, samples: samples.map(([labels, value]) => ({ labels, value })) });
   };
-  return { metric, text: () => lines.join('\n') + '\n' };
+  return { metric, text: () => prometheusText(families) };
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Decision, LookupResult, Operation, Provider } from '../types.js';
 import type { ChainHead } from './audit.js';
-import { payloadHash } from './canonical.js';
+import { payloadHash } from '../lib/canonical.js';
 import type { CoreContext } from './context.js';
 import type { History } from './history.js';
 import { backoffDelay } from './ratelimit.js';

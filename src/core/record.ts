@@ -2,7 +2,7 @@ import { RefusedError } from '../errors.js';
 import type { Operation, State } from '../types.js';
 import { chainEvent, GENESIS_HASH, insertEvents } from './audit.js';
 import type { Queryable } from '../store/db.js';
-import { canonicalJson, payloadHash } from './canonical.js';
+import { canonicalJson, payloadHash } from '../lib/canonical.js';
 import type { CoreContext } from './context.js';
 import type { OperationInput } from './validate.js';
 

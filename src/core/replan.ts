@@ -8,7 +8,7 @@
  */
 import type { Queryable } from '../store/db.js';
 import type { State } from '../types.js';
-import { sha256Hex } from './canonical.js';
+import { sha256Hex } from '../lib/canonical.js';
 
 /** What an operation acts on, as far as recon can tell before asking the provider. */
 interface Target {

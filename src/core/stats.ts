@@ -1,3 +1,4 @@
+import { prometheusText } from '../lib/prometheus.js';
 import type { Db, Queryable } from '../store/db.js';
 import { countDuplicates } from './duplicates.js';
 import { UNRESOLVED_STATES, type State } from '../types.js';
@@ -155,28 +156,46 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
 }
 
 export function statsPrometheus(s: Stats): string {
-  const out: string[] = [];
-  const head = (name: string, help: string, type = 'gauge') =>
-    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-  head('recon_unresolved_operations_by_age', 'Unresolved operations by state and age bucket.');
-  for (const u of s.unresolved)
-    out.push(`recon_unresolved_operations_by_age{state="${u.state}",age="${u.age_bucket}"} ${u.count}`);
-  head('recon_operations', 'Operations by state.');
-  for (const [state, n] of Object.entries(s.by_state)) out.push(`recon_operations{state="${state}"} ${n}`);
-  head('recon_duplicate_actions', 'Operations with several provider transactions.');
-  out.push(`recon_duplicate_actions ${s.duplicate_actions}`);
-  head('recon_time_to_reconciliation_seconds', 'Time from first attempt to resolution.', 'summary');
-  for (const [q, v] of [
-    ['0.5', s.time_to_reconciliation_seconds.p50],
-    ['0.9', s.time_to_reconciliation_seconds.p90],
-    ['0.99', s.time_to_reconciliation_seconds.p99],
-  ] as const) {
-    if (v !== null) out.push(`recon_time_to_reconciliation_seconds{quantile="${q}"} ${v}`);
-  }
-  out.push(`recon_time_to_reconciliation_seconds_count ${s.time_to_reconciliation_seconds.count}`);
-  head('recon_attempts_per_operation_mean', 'Mean attempts per attempted operation.');
-  out.push(`recon_attempts_per_operation_mean ${s.attempts_per_operation.mean ?? 0}`);
-  head('recon_escalations', 'Moves into needs_review.');
-  out.push(`recon_escalations ${s.escalations}`);
-  return out.join('\n') + '\n';
+  const ttr = s.time_to_reconciliation_seconds;
+  const quantiles = [
+    ['0.5', ttr.p50],
+    ['0.9', ttr.p90],
+    ['0.99', ttr.p99],
+  ] as const;
+  return prometheusText([
+    {
+      name: 'recon_unresolved_operations_by_age',
+      help: 'Unresolved operations by state and age bucket.',
+      type: 'gauge',
+      samples: s.unresolved.map((u) => ({ labels: { state: u.state, age: u.age_bucket }, value: u.count })),
+    },
+    {
+      name: 'recon_operations',
+      help: 'Operations by state.',
+      type: 'gauge',
+      samples: Object.entries(s.by_state).map(([state, n]) => ({ labels: { state }, value: n })),
+    },
+    {
+      name: 'recon_duplicate_actions',
+      help: 'Operations with several provider transactions.',
+      type: 'gauge',
+      samples: [{ value: s.duplicate_actions }],
+    },
+    {
+      name: 'recon_time_to_reconciliation_seconds',
+      help: 'Time from first attempt to resolution.',
+      type: 'summary',
+      samples: [
+        ...quantiles.flatMap(([quantile, v]) => (v === null ? [] : [{ labels: { quantile }, value: v }])),
+        { suffix: '_count', value: ttr.count },
+      ],
+    },
+    {
+      name: 'recon_attempts_per_operation_mean',
+      help: 'Mean attempts per attempted operation.',
+      type: 'gauge',
+      samples: [{ value: s.attempts_per_operation.mean ?? 0 }],
+    },
+    { name: 'recon_escalations', help: 'Moves into needs_review.', type: 'gauge', samples: [{ value: s.escalations }] },
+  ]);
 }

@@ -3,7 +3,7 @@
  * test: every claim it narrates is a check against the store or the provider's ledger, and the
  * command exits 1 when one fails. No terminal code here: steps and tables go to a listener.
  */
-import { canonicalJson } from '../core/canonical.js';
+import { canonicalJson } from '../lib/canonical.js';
 import type { Duplicate } from '../core/duplicates.js';
 import { recordOperations, type RecordedOperation } from '../core/record.js';
 import { getOperation } from '../core/operations.js';

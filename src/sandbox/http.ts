@@ -2,10 +2,12 @@
  * Small HTTP helpers shared by the sandbox servers (plain `node:http`, no framework), so both
  * sandboxes parse, answer and count requests the same way.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dict } from '../lib/dict.js';
+import { canonicalJson, sha256Hex } from '../lib/canonical.js';
+import { readBody as readBodyWithin } from '../lib/http-body.js';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -21,30 +23,21 @@ export function requestId(): string {
   return randomId('req', 14);
 }
 
-/** Canonical JSON (keys sorted, no whitespace): two requests carry "the same parameters" when these match. */
-function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-}
-
+/**
+ * Two requests carry "the same parameters" when their canonical JSON (src/lib/canonical.ts, the
+ * one recon hashes payloads with) matches. The parameters are parsed form or JSON, never a value
+ * canonicalJson refuses.
+ */
 export function fingerprint(value: unknown): string {
-  return createHash('sha256').update(canonicalJson(value)).digest('hex');
+  return sha256Hex(canonicalJson(value));
 }
 
-export async function readBody(req: IncomingMessage, maxBytes = 1024 * 1024): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    const buf = chunk as Buffer;
-    size += buf.length;
-    if (size > maxBytes) throw new Error(`request body over ${maxBytes} bytes`);
-    chunks.push(buf);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+/**
+ * A request body through the one reader (src/lib/http-body.ts): capped, and given 10 s to arrive,
+ * so a test client that stalls fails its request instead of holding a sandbox open.
+ */
+export function readBody(req: IncomingMessage, maxBytes = 1024 * 1024): Promise<string> {
+  return readBodyWithin(req, { maxBytes, timeoutMs: 10_000 });
 }
 
 export type FormValue = string | FormObject | FormValue[];

@@ -142,6 +142,37 @@ describe('webhook serve against hostile requests', () => {
     expect(text).not.toMatch(/TypeError|Cannot read|undefined|relation|column|at \//);
   });
 
+  it('a genuine signed event refused as too slow (408, connection closed) or too large (413) is not recorded', async () => {
+    const pi = world.stripe.seedPaymentIntent({ amount: 1000, currency: 'usd' });
+    const refund = world.stripe.seedRefund({ payment_intent: pi.payment_intent, amount: 100, currency: 'usd' });
+    const event = world.stripe.eventFor('refund.updated', refund);
+    const body = JSON.stringify(event);
+    const head = (length: number, signature: string) =>
+      `POST /webhooks/stripe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nStripe-Signature: ${signature}\r\nContent-Length: ${length}\r\n\r\n`;
+    // All but the last byte at once, then nothing: the body never completes within --body-timeout.
+    const slow = await rawRequest(head(Buffer.byteLength(body), world.stripe.signPayload(body)), async (s) => {
+      s.write(body.slice(0, -1));
+    });
+    expect(slow.status).toBe(408);
+    // rawRequest resolves on 'close' or after 15 s; a closed connection is what ended it here.
+    expect(slow.text).toMatch(/connection: close/i);
+    // The same event padded past 1 MiB (still valid JSON, validly signed).
+    const big = body.slice(0, -1) + ' '.repeat(1024 * 1024) + '}';
+    const large = await rawRequest(head(Buffer.byteLength(big), world.stripe.signPayload(big)), async (s) => {
+      // The start only: the announced length is refused before the rest would be read.
+      s.write(big.slice(0, 1000));
+    });
+    expect(large.status).toBe(413);
+    // Delivered whole now, the event is new to recon: neither refused request recorded it.
+    const res = await fetch(`http://127.0.0.1:${port}/webhooks/stripe`, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json', 'stripe-signature': world.stripe.signPayload(body) },
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ event_id: event.id, duplicate: false });
+  });
+
   it('the server is still up and answers a genuine delivery', async () => {
     const pi = world.stripe.seedPaymentIntent({ amount: 1000, currency: 'usd' });
     const refund = world.stripe.seedRefund({ payment_intent: pi.payment_intent, amount: 100, currency: 'usd' });

@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { eventsOf, verifyChains } from '../../src/core/audit.js';
-import { payloadHash } from '../../src/core/canonical.js';
+import { payloadHash } from '../../src/lib/canonical.js';
 import { recordOperations } from '../../src/core/record.js';
 import { attemptsOf, getOperation, transactionsOf } from '../../src/core/operations.js';
 import { claimAttempt } from '../../src/core/claims.js';

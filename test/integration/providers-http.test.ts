@@ -7,6 +7,7 @@ import { parseConfig } from '../../src/config/load.js';
 import type { LoadedConfig } from '../../src/config/types.js';
 import { createProvider } from '../../src/providers/index.js';
 import { fillPath } from '../../src/providers/http/mapping.js';
+import { warehouseProviderConfig } from '../../src/sandbox/warehouse/provider-config.js';
 import { startWarehouseSandbox, type WarehouseSandbox } from '../../src/sandbox/warehouse/server.js';
 import type { Provider, SubmitRequest } from '../../src/types.js';
 
@@ -15,27 +16,19 @@ let sandbox: WarehouseSandbox;
 let warehouse: Provider;
 let slept: number[];
 
-/** SPEC §6 example, verbatim but for baseUrl, plus a `list` mapping for audits. */
+/**
+ * SPEC §6 example (the sandbox's own mapping, src/sandbox/warehouse/provider-config.ts) but for
+ * baseUrl, the token read from the environment, and a `list` mapping for audits.
+ */
 function configFor(baseUrl: string, extra: Record<string, unknown> = {}): LoadedConfig {
   const text = JSON.stringify({
     providers: {
-      warehouse: {
-        type: 'http',
-        baseUrl,
-        headers: { Authorization: 'Bearer ${WAREHOUSE_TOKEN}' },
-        idempotencyHeader: 'Idempotency-Key',
-        submit: { method: 'POST', path: '/v1/shipments' },
-        lookup: { method: 'GET', path: '/v1/shipments?client_reference={client_reference}', list: 'data' },
-        get: { path: '/v1/shipments/{id}' },
-        fields: { id: 'id', status: 'status', idempotencyKey: 'idempotency_key', clientReference: 'client_reference' },
-        status: { confirmed: ['created', 'shipped'], pending: ['processing'], failed: ['rejected'] },
-        lookupAuthoritative: false,
-        keyRetention: '7d',
+      warehouse: warehouseProviderConfig(baseUrl, '${WAREHOUSE_TOKEN}', {
         uncertaintyWindow: '10m',
         list: { path: '/v1/shipments?limit=100&created_gte={since}&created_lte={until}' },
         rateLimit: 10_000,
         ...extra,
-      },
+      }),
     },
   });
   return parseConfig(text, { path: '/nowhere/recon.config.json', env: { WAREHOUSE_TOKEN: TOKEN } });

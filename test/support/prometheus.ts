@@ -64,7 +64,12 @@ export function parsePrometheus(text: string): Map<string, Family> {
       if (!new RegExp(`^${NAME}$`).test(name)) throw new Error(`line ${line}: bad metric name ${name}`);
       if (kind === 'HELP') {
         if (helps.has(name)) throw new Error(`line ${line}: second HELP for ${name}`);
-        helps.set(name, rest);
+        if (/\\[^\\n]|\\$/.test(rest.replace(/\\[\\n]/g, '')))
+          throw new Error(`line ${line}: bad escape in HELP ${rest}`);
+        helps.set(
+          name,
+          rest.replace(/\\([\\n])/g, (_, c: string) => (c === 'n' ? '\n' : c)),
+        );
         return;
       }
       if (!['counter', 'gauge', 'histogram', 'summary', 'untyped'].includes(rest))

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalJson, payloadHash, sha256Hex } from '../../src/core/canonical.js';
+import { canonicalJson, payloadHash, sha256Hex } from '../../src/lib/canonical.js';
 import { UsageError } from '../../src/errors.js';
 
 describe('canonicalJson', () => {

@@ -1,5 +1,5 @@
 /** Shared builders for the rule tests: one operation attempted at T0, Stripe-like capabilities. */
-import { payloadHash } from '../../src/core/canonical.js';
+import { payloadHash } from '../../src/lib/canonical.js';
 import type { RuleInput } from '../../src/core/rule.js';
 import type { LookupResult, ProviderCapabilities, ProviderTxn } from '../../src/types.js';
 
