@@ -14,7 +14,7 @@ import type { Db } from '../src/store/db.js';
 import { ResultExit, UsageError } from '../src/errors.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
-import { info, println } from './support/io.js';
+import { info, printPaged } from './support/io.js';
 import { renderTable } from './support/style.js';
 import { formatAmount } from './support/format.js';
 import { printable } from './support/terminal.js';
@@ -207,7 +207,7 @@ async function render(deps: Deps, duplicates: Duplicate[], scans: DuplicateScan[
     );
   }
   if (!duplicates.length) return info(deps.io, 'no duplicates found');
-  println(
+  await printPaged(
     deps.io,
     await renderTable(
       deps.io,

@@ -8,7 +8,7 @@ import { UsageError } from '../src/errors.js';
 import { STATES, UNRESOLVED_STATES, type State } from '../src/types.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
-import { info, printJson, println, type IO } from './support/io.js';
+import { info, printJson, printPaged, println, type IO } from './support/io.js';
 import { csvRow, formatAge, formatAmount } from './support/format.js';
 import { renderTable, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
@@ -89,7 +89,7 @@ export async function runList(o: ListOptions, deps: Deps): Promise<void> {
     return;
   }
   if (!json.length) return info(deps.io, o.after ? `no operations after ${o.after}` : 'no operations match');
-  println(deps.io, await renderOperations(deps.io, json, now));
+  await printPaged(deps.io, await renderOperations(deps.io, json, now));
   if (json.length < total)
     info(
       deps.io,
@@ -128,12 +128,14 @@ export async function renderOperations(io: IO, json: OperationJson[], now: Date)
     formatAmount(op.amount, op.currency),
     op.attempt_count,
     formatAge(now.getTime() - Date.parse(op.created_at)),
-    printable(op.provider_txn_ids.join(' ')),
+    // One id a line: each stays whole, and none is cut at the edge of the column.
+    op.provider_txn_ids.map(printable).join('\n'),
     printable(op.review_reason),
+    printable(op.client_reference),
   ]);
   return renderTable(
     io,
-    ['id', 'provider', 'action', 'state', 'amount', 'attempts', 'age', 'provider txn', 'review'],
+    ['id', 'provider', 'action', 'state', 'amount', 'attempts', 'age', 'provider txn', 'review', 'client ref'],
     rows,
   );
 }

@@ -6,7 +6,7 @@ import { runPass, type RunSummary } from '../src/core/run.js';
 import { ResultExit, exitCodeOf } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
-import { info, printJson, println } from './support/io.js';
+import { info, printJson, printPaged, println } from './support/io.js';
 import { formatAge, formatTime, waitingLine } from './support/format.js';
 import { renderTable, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
@@ -115,15 +115,13 @@ async function render(deps: Deps, s: RunSummary, verbose: boolean): Promise<void
   const everyRow = verbose || !deps.io.isStdoutTTY;
   const shown = everyRow ? s.decisions : s.decisions.filter((d) => ATTENTION.has(d.decision));
   if (shown.length) {
-    if (!everyRow) println(deps.io, st.bold('Needs attention'));
-    println(
+    const table = await renderTable(
       deps.io,
-      await renderTable(
-        deps.io,
-        ['operation', 'decision', 'rule', 'state', 'why'],
-        shown.map((d) => [printable(d.id), d.decision, d.rule, st.state(d.state), printable(why(d))]),
-      ),
+      ['operation', 'decision', 'rule', 'state', 'why'],
+      shown.map((d) => [printable(d.id), d.decision, d.rule, st.state(d.state), printable(why(d))]),
+      { text: ['why'] },
     );
+    await printPaged(deps.io, everyRow ? table : `${st.bold('Needs attention')}\n${table}`);
   }
   if (!everyRow) {
     const counts = new Map<string, number>();

@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import type { LoadedConfig } from '../../src/config/types.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { UsageError } from '../../src/errors.js';
@@ -14,6 +16,8 @@ export interface GlobalOptions {
   config?: string;
   json: boolean;
   color: boolean;
+  /** false with --no-pager. */
+  pager?: boolean;
   actor?: string;
   yes: boolean;
   quiet: boolean;
@@ -43,6 +47,17 @@ export interface Deps {
   /** Asks a person; without a TTY, fails unless --yes was given. */
   confirm(message: string): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/** False when `p` or a folder above it is a file (`pglite:notes.txt/db`). */
+function isDirectoryOrMissing(p: string): boolean {
+  for (let dir = p; ; dir = path.dirname(dir)) {
+    try {
+      return fs.statSync(dir).isDirectory();
+    } catch {
+      if (path.dirname(dir) === dir) return true;
+    }
+  }
 }
 
 function defaultActor(env: NodeJS.ProcessEnv): string {
@@ -98,9 +113,19 @@ export function createDeps(
           create,
         });
         const isNew = choice.folder !== undefined && !existsSync(choice.folder);
-        // A store named explicitly (--db, RECON_DB, DATABASE_URL, config `db`) is the user's
-        // choice and is created on first use, as before; only the discovered default is never
-        // created by a command that merely reads (chooseStore threw above: exit 6).
+        // Only init, ops record, mcp and demo create a store, whether found upward or named by
+        // --db/RECON_DB/config (SPEC §5): `RECON_DB=pglite:/tmp/typo-db recon run` must not make
+        // an empty store at the typo and report a green pass over it.
+        // (A path through a file is left to openStore, which names it: exit 2.)
+        if (isNew && !create && isDirectoryOrMissing(path.dirname(choice.folder!))) {
+          const { StoreMissingError } = await import('../../src/errors.js');
+          const from = { flag: '--db', env: env.RECON_DB ? 'RECON_DB' : 'DATABASE_URL', config: 'the config file' }[
+            choice.source as 'flag' | 'env' | 'config'
+          ];
+          throw new StoreMissingError(
+            `no recon store at ${choice.folder}${from ? ` (named by ${from})` : ''}; check the path, or create it with \`recon init\``,
+          );
+        }
         const db = await openStore(choice.url, opts).catch(async (err) => {
           const { StoreLockedError } = await import('../../src/errors.js');
           if (err instanceof StoreLockedError && choice.folder && /locked by/.test(err.message))

@@ -107,7 +107,8 @@ describe('recon run', () => {
       ).toBe(0);
       for (const id of ['refund:a', 'refund:b']) {
         const s = await store.recon(['ops', 'submit', id], { env });
-        expect(s.code, s.stderr).toBe(0);
+        // The provider is unreachable: outcome_unknown, exit 7 (SPEC §7).
+        expect(s.code, s.stderr).toBe(7);
       }
       const esc = await store.recon(['escalate', 'refund:b', '--reason', 'customer called'], { env });
       expect(esc.code, esc.stderr).toBe(0);
