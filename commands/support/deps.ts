@@ -49,6 +49,33 @@ export interface Deps {
   close(): Promise<void>;
 }
 
+/** The commands that change something: they name the store and the provider mode on stderr. */
+const CHANGERS = [
+  'ops record',
+  'ops approve',
+  'ops submit',
+  'attach',
+  'retry',
+  'escalate',
+  'review resolve',
+  'run',
+  'webhook ingest',
+];
+
+/** ` · stripe live` (sk_live_/rk_live_ key) or ` · stripe test`, per provider; never the key. */
+function providerModes(config: LoadedConfig): string {
+  const modes = Object.entries(config.providers).map(([name, p]) => {
+    if (p.type !== 'stripe') return name;
+    const mode = /^(sk|rk)_live_/.test(p.apiKey)
+      ? 'live'
+      : /^(sk|rk)_test_/.test(p.apiKey)
+        ? 'test'
+        : 'key of unknown mode';
+    return `${name} ${mode}`;
+  });
+  return modes.map((m) => ` · ${m}`).join('');
+}
+
 /** False when `p` or a folder above it is a file (`pglite:notes.txt/db`). */
 function isDirectoryOrMissing(p: string): boolean {
   for (let dir = p; ; dir = path.dirname(dir)) {
@@ -137,6 +164,10 @@ export function createDeps(
           throw err;
         });
         if (isNew && create && !io.quiet) io.err.write(`created a new recon store at ${choice.folder}\n`);
+        // Which store and which account a command that changes something works on, as kubectl
+        // names its context: a RECON_DB left exported in a shell must not send `run` elsewhere unseen.
+        if (CHANGERS.includes(command) && !io.quiet && !globals.json)
+          io.err.write(`recon: store ${db.displayUrl}${providerModes(await deps.config())}\n`);
         return db;
       })();
       return store;
