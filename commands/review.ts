@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { formatDuration } from '../src/core/durations.js';
 import { evidenceOf } from '../src/core/evidence.js';
 import { checkForce } from '../src/core/force.js';
 import { checkResolve, resolveReview, type ReviewOutcome } from '../src/core/review.js';
@@ -8,7 +9,7 @@ import { operationsJson } from '../src/core/views.js';
 import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
-import { formatAge, formatAmount, formatTime } from './support/format.js';
+import { formatAmount, formatTime } from './support/format.js';
 import { info, printJson, printPaged } from './support/io.js';
 import { nextCommands } from './support/next.js';
 import { flow, styleFor } from './support/style.js';
@@ -162,7 +163,7 @@ async function reviewList(opts: ReviewListOptions, deps: Deps): Promise<void> {
         `${s.state(op.state)} (${printable(op.review_reason ?? 'no reason')})`,
         formatAmount(op.amount, op.currency),
         `${printable(op.provider)} ${printable(op.action)}`,
-        `waiting ${formatAge(now - Date.parse(op.updated_at))}`,
+        `waiting ${formatDuration(now - Date.parse(op.updated_at))}`,
         op.assignee ? `assignee ${printable(op.assignee)}` : '',
       ]),
     ];

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { formatAge, formatAmount } from '../../commands/support/format.js';
+import { formatAmount } from '../../commands/support/format.js';
+import { formatDuration } from '../../src/core/durations.js';
 import { fitColumns, wrapText } from '../../commands/support/style.js';
 
 describe('formatAmount', () => {
@@ -12,13 +13,13 @@ describe('formatAmount', () => {
   });
 });
 
-describe('formatAge', () => {
+describe('formatDuration, the one formatter', () => {
   it('56s, 13m, 2h 5m, 3d 4h', () => {
-    expect(formatAge(56_400)).toBe('56s');
-    expect(formatAge(13 * 60_000 + 20_000)).toBe('13m');
-    expect(formatAge(2 * 3_600_000 + 5 * 60_000)).toBe('2h 5m');
-    expect(formatAge(2 * 3_600_000)).toBe('2h');
-    expect(formatAge(3 * 86_400_000 + 4 * 3_600_000)).toBe('3d 4h');
+    expect(formatDuration(56_400)).toBe('56s');
+    expect(formatDuration(13 * 60_000 + 20_000)).toBe('13m');
+    expect(formatDuration(2 * 3_600_000 + 5 * 60_000)).toBe('2h 5m');
+    expect(formatDuration(2 * 3_600_000)).toBe('2h');
+    expect(formatDuration(3 * 86_400_000 + 4 * 3_600_000)).toBe('3d 4h');
   });
 });
 

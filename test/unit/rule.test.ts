@@ -243,7 +243,7 @@ const cases: Case[] = [
     decision: 'wait',
     rule: RULES.window,
     state: 'outcome_unknown',
-    explanation: 'not found for 3m12s, window 10m: waiting',
+    explanation: 'not found for 3m, window 10m: waiting',
   },
   {
     name: 'one millisecond before the window ends: still wait',
@@ -337,7 +337,7 @@ const cases: Case[] = [
     state: 'needs_review',
     reason: 'key_retention',
     explanation:
-      'not found for 23h59m, but the key is 1d old (retention 1d) and the lookup is not authoritative: needs review',
+      'not found for 23h 59m, but the key is 1d old (retention 1d) and the lookup is not authoritative: needs review',
   },
   {
     name: 'past key retention with an authoritative lookup: retry',
