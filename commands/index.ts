@@ -58,7 +58,7 @@ export const PROGRAM: { description: string; options: GlobalOption[]; after: str
       flags: '--actor <name>',
       description: 'who is acting, for the audit trail (default: RECON_ACTOR, else user@host)',
     },
-    { flags: '--yes', description: 'skip confirmations', default: false },
+    { flags: '-y, --yes', description: 'skip confirmations', default: false },
     { flags: '-q, --quiet', description: 'no progress or notes on stderr', default: false },
   ],
   after: `

@@ -8,6 +8,7 @@ import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
 import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
+import { Option } from './support/commander.js';
 import type { Deps } from './support/deps.js';
 import { formatAmount, formatTime } from './support/format.js';
 import { info, printJson, printPaged } from './support/io.js';
@@ -45,7 +46,7 @@ export function register(program: Command): void {
     .command('resolve')
     .description('record a human decision on a needs_review operation')
     .argument('<id>', 'operation id')
-    .requiredOption('--outcome <outcome>', `one of ${OUTCOMES.join(', ')}`)
+    .addOption(new Option('--outcome <outcome>', 'the decision').choices(OUTCOMES).makeOptionMandatory())
     .option('--txn <txn>', 'the provider transaction that is the real one (fetched, checked and linked)')
     .requiredOption('--note <text>', 'what was decided and why (goes into the audit trail)')
     .option(

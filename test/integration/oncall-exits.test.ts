@@ -4,6 +4,7 @@
  * `ops submit` and `retry` that end outcome_unknown exit 7; a command that changes something names
  * the store and the provider mode (never the key) in one line on stderr.
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -111,5 +112,61 @@ describe('the store and the provider mode', () => {
     expect(quiet.stderr).not.toContain('recon: store');
     const list = await recon(['ops', 'list'], { cwd: dir, env });
     expect(list.stderr).not.toContain('recon: store');
+  });
+});
+
+describe('what users of gh, stripe and kubectl reach for', () => {
+  it('--json gives one JSON document for --version, --help, a group without its subcommand, and refusals', async () => {
+    const version = await run(['--version', '--json']);
+    expect(version.code).toBe(0);
+    expect(version.json).toMatchObject({ version: expect.any(String), schema: expect.any(Number) });
+    const help = await run(['ops', 'list', '--help', '--json']);
+    expect(help.code).toBe(0);
+    expect(help.json.command).toBe('recon ops list');
+    expect(help.json.options.map((o: { flags: string }) => o.flags)).toContain('--since <duration|date>');
+    const group = await run(['ops', '--json']);
+    expect(group.code).toBe(2);
+    expect(group.json.error).toMatchObject({ exit_code: 2, type: 'UsageError' });
+    expect(group.json.error.message).toContain('ops: a subcommand is required');
+    const prom = await run(['stats', '--format', 'prometheus', '--json']);
+    expect(prom.code).toBe(2);
+    expect(prom.json.error).toMatchObject({ exit_code: 2, type: 'UsageError' });
+  });
+
+  it('ops list --since; -y; empty filter values are usage errors', async () => {
+    const since = await run(['ops', 'list', '--since', '1h', '--json']);
+    expect(since.code, since.stderr).toBe(0);
+    expect(since.json.operations.length).toBeGreaterThan(0);
+    const future = await run(['ops', 'list', '--since', '2999-01-01', '--json']);
+    expect(future.json.operations).toEqual([]);
+    expect((await run(['-y', 'ops', 'list', '--json'])).code).toBe(0);
+    for (const flag of ['--client-ref', '--older-than', '--after', '--since', '--provider']) {
+      const r = await run(['ops', 'list', flag, '', '--json']);
+      expect(r.code, flag).toBe(2);
+      expect(r.json.error.message).toContain(`${flag}: empty`);
+    }
+  });
+
+  it('completion offers values (--outcome, --state, the shell) and never a lone "-"; --help once', async () => {
+    const script = (await run(['completion', 'bash'])).stdout;
+    const file = path.join(tempDir(), 'recon.bash');
+    fs.writeFileSync(file, script);
+    const complete = (...words: string[]) =>
+      execFileSync('bash', [
+        '-c',
+        `source ${file}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _recon; echo "\${COMPREPLY[*]}"`,
+      ])
+        .toString()
+        .trim()
+        .split(' ');
+    expect(complete('recon', 'review', 'resolve', 'x', '--outcome', '')).toEqual(['confirmed', 'failed', 'cancelled']);
+    expect(complete('recon', 'ops', 'list', '--state', '')).toContain('needs_review');
+    expect(complete('recon', 'completion', '')).toEqual(['bash', 'zsh', 'fish']);
+    expect(complete('recon', 'ops', '')).toEqual(['record', 'approve', 'submit', 'list', 'show']);
+    expect(complete('recon', 'ops', 'list', '--').filter((w) => w === '--help')).toHaveLength(1);
+    // A value commander checks: the error names the choices.
+    const bad = await run(['review', 'resolve', 'refund:exit7', '--outcome', 'done', '--note', 'x']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('confirmed, failed, cancelled');
   });
 });
