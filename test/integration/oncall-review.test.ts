@@ -139,3 +139,27 @@ describe('escalate', () => {
     });
   });
 });
+
+describe('audit duplicates for a person', () => {
+  it("names which transaction is recon's (its operation) and prints the next command, which works", async () => {
+    const id = 'refund:dup_audit';
+    const op = refund(id, { payload: { payment_intent: pi, amount: 4321, currency: 'usd' } });
+    expect((await run(['ops', 'record', '-'], JSON.stringify(op))).code).toBe(0);
+    expect((await run(['ops', 'submit', id, '--json'])).json.state).toBe('confirmed');
+    const mine = (await run(['ops', 'show', id, '--json'])).json.operation.provider_txn_ids[0];
+    // A second refund carrying the operation's id, made outside recon (a retried script).
+    sandbox.seedRefund({ payment_intent: pi, amount: 4321, currency: 'usd', metadata: { recon_operation_id: id } });
+    const r = await run(['audit', 'duplicates', '--full']);
+    expect(r.code, r.stderr).toBe(8);
+    const [head, ...rows] = r.stdout.trim().split('\n');
+    const col = head.split('\t').indexOf('recon operation');
+    expect(col).toBeGreaterThan(0);
+    const group = rows.find((row) => row.includes(mine))!;
+    expect(group.split('\t')[col]).toContain(id);
+    const next = /next:\n {2}(recon .*)/.exec(r.stderr)?.[1];
+    expect(next, r.stderr).toMatch(/^recon (escalate|ops show) refund:dup_audit/);
+    const [, ...args] = words(next!);
+    const ran = await run(args);
+    expect(ran.code, ran.stderr).toBe(0);
+  });
+});
