@@ -166,7 +166,8 @@ describe('ops submit', () => {
     try {
       await store.recon(['ops', 'record', '-'], { env: STRIPE_ENV, input: ndjson([refund('refund:s1')]) });
       const r = await store.recon(['ops', 'submit', 'refund:s1'], { env: STRIPE_ENV });
-      expect(r.code, r.stderr).toBe(0);
+      // The provider is unreachable: outcome unknown, exit 7 (SPEC §7).
+      expect(r.code, r.stderr).toBe(7);
       expect(r.stdout).toMatch(/refund:s1: attempt 1 → outcome_unknown/);
     } finally {
       await store.release();
