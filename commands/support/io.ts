@@ -49,7 +49,8 @@ export function systemIO(opts: {
     quiet: opts.quiet,
     stdin: process.stdin,
     columns: process.stdout.columns || Number(opts.env.COLUMNS) || 80,
-    rows: process.stdout.rows || Number(opts.env.LINES) || 24,
+    // A terminal that reports no size (some CI pseudo-terminals): no paging, nothing to measure against.
+    rows: process.stdout.rows || undefined,
     pager: isStdoutTTY && opts.pager !== false && !opts.json ? pagerCommand(opts.env) : null,
   };
 }
@@ -67,7 +68,7 @@ function pagerCommand(env: NodeJS.ProcessEnv): string | null {
  */
 export async function printPaged(io: IO, text: string): Promise<void> {
   const lines = text.split('\n').length;
-  if (!io.pager || lines < (io.rows ?? 24)) return println(io, text);
+  if (!io.pager || !io.rows || lines < io.rows) return println(io, text);
   const { spawn } = await import('node:child_process');
   const child = spawn(io.pager, {
     shell: true,
