@@ -58,6 +58,18 @@ const HELP_CODES = ['commander.helpDisplayed', 'commander.version', 'commander.h
 export async function main(argv: string[]): Promise<void> {
   const program = await buildProgram(argv);
   const json = argv.includes('--json');
+  // --json asks for one JSON document on stdout, help and version included (SPEC §7).
+  if (json && argv.slice(2).some((a) => a === '--version' || a === '-V')) {
+    const { versionInfo } = await import('./version.js');
+    process.stdout.write(JSON.stringify(versionInfo(), null, 2) + '\n');
+    process.exitCode = 0;
+    return;
+  }
+  if (json && argv.slice(2).some((a) => a === '--help' || a === '-h')) {
+    process.stdout.write(JSON.stringify(helpJson(program, argv), null, 2) + '\n');
+    process.exitCode = 0;
+    return;
+  }
   try {
     await program.parseAsync(argv);
     process.exitCode = 0;
@@ -66,8 +78,13 @@ export async function main(argv: string[]): Promise<void> {
       // --help and --version end here with code 0; parse errors were already printed by commander
       // on stderr. A script that asked for --json still gets the error document on stdout.
       process.exitCode = err.exitCode === 0 ? 0 : 2;
-      if (json && err.exitCode !== 0 && !HELP_CODES.includes(err.code)) {
-        const message = err.message.replace(/^error: /, '');
+      // `recon ops --json` (a group without its subcommand): commander showed the group's help on
+      // stderr; a script gets the usage error as its JSON document.
+      const missingSubcommand = err.code === 'commander.help' && err.exitCode !== 0;
+      if (json && err.exitCode !== 0 && (!HELP_CODES.includes(err.code) || missingSubcommand)) {
+        const message = missingSubcommand
+          ? `${commandWords(program, argv).join(' ')}: a subcommand is required; see recon ${commandWords(program, argv).join(' ')} --help`
+          : err.message.replace(/^error: /, '');
         process.stdout.write(
           JSON.stringify({ error: { message, exit_code: 2, type: 'UsageError', code: err.code } }) + '\n',
         );
@@ -92,4 +109,38 @@ export async function main(argv: string[]): Promise<void> {
       );
     process.exitCode = code;
   }
+}
+
+/** The commands argv names, as far as the program knows them: `recon --json ops list` → [ops, list]. */
+function commandWords(program: CommandType, argv: string[]): string[] {
+  const out: string[] = [];
+  let cmd = program;
+  for (const word of argv.slice(2)) {
+    if (word.startsWith('-')) continue;
+    const sub = cmd.commands.find((c) => c.name() === word);
+    if (!sub) break;
+    out.push(word);
+    cmd = sub;
+  }
+  return out;
+}
+
+/** `recon [command] --help --json`: the help of that command as one JSON document. */
+function helpJson(program: CommandType, argv: string[]): unknown {
+  let cmd = program;
+  for (const word of commandWords(program, argv)) cmd = cmd.commands.find((c) => c.name() === word)!;
+  const help = cmd.createHelp();
+  return {
+    command: ['recon', ...commandWords(program, argv)].join(' '),
+    usage: help.commandUsage(cmd),
+    description: help.commandDescription(cmd),
+    arguments: help
+      .visibleArguments(cmd)
+      .map((a) => ({ name: a.name(), required: a.required, description: a.description })),
+    options: help.visibleOptions(cmd).map((o) => ({ flags: o.flags, description: o.description })),
+    global_options: help.visibleGlobalOptions(cmd).map((o) => ({ flags: o.flags, description: o.description })),
+    commands: help
+      .visibleCommands(cmd)
+      .map((c) => ({ name: c.name(), usage: help.subcommandTerm(c), description: c.description() })),
+  };
 }

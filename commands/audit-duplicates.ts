@@ -14,9 +14,10 @@ import type { Db } from '../src/store/db.js';
 import { ResultExit, UsageError } from '../src/errors.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
-import { info, println } from './support/io.js';
+import { info, printPaged } from './support/io.js';
 import { renderTable } from './support/style.js';
 import { formatAmount } from './support/format.js';
+import { shellQuote } from './support/shell.js';
 import { printable } from './support/terminal.js';
 
 export interface DuplicatesOptions {
@@ -207,20 +208,35 @@ async function render(deps: Deps, duplicates: Duplicate[], scans: DuplicateScan[
     );
   }
   if (!duplicates.length) return info(deps.io, 'no duplicates found');
-  println(
+  await printPaged(
     deps.io,
     await renderTable(
       deps.io,
-      ['provider', 'kind', 'key', 'transactions', 'total', 'recon knows'],
+      ['provider', 'kind', 'key', 'transactions', 'recon operation', 'total', 'recon knows'],
       duplicates.map((d) => [
         printable(d.provider),
         d.kind,
         printable(d.key),
         d.transactions.map((t) => printable(t.provider_id)).join('\n'),
+        // Which transaction is recon's: the operation it is linked to, on the same line as its id.
+        d.transactions.map((t) => (t.recon_operation ? printable(t.recon_operation) : '-')).join('\n'),
         formatAmount(d.amount_total, d.currency),
         d.recon_knows ? 'yes' : 'no',
       ]),
     ),
   );
   info(deps.io, `${duplicates.length} duplicate group(s) found`);
+  // What to type next: the operation in front of people (or already there), else the transactions.
+  const next = new Set<string>();
+  for (const d of duplicates) {
+    const op = d.transactions.find((t) => t.recon_operation);
+    if (!op) continue;
+    const id = shellQuote(op.recon_operation!);
+    next.add(
+      op.recon_state === 'needs_review'
+        ? `recon ops show ${id}`
+        : `recon escalate ${id} --reason "provider-side duplicate: ${d.transactions.map((t) => t.provider_id).join(', ')}"`,
+    );
+  }
+  if (next.size) info(deps.io, `next:\n${[...next].map((n) => `  ${printable(n)}`).join('\n')}`);
 }

@@ -11,7 +11,7 @@ export function register(program: Command): void {
   program
     .command('escalate')
     .description(
-      'hand an unresolved operation to a human (→ needs_review); on one already in review: reassign it or add a reason',
+      'put an operation in front of a human (→ needs_review, from any state but cancelled); on one already in review: reassign it or add a reason',
     )
     .argument('<id>', 'operation id')
     .requiredOption('--reason <text>', 'why a human must decide')
@@ -31,7 +31,7 @@ export function register(program: Command): void {
         else
           println(
             deps.io,
-            `${op.id}: needs_review (${printable(op.review_reason)})${op.assignee ? `, assigned to ${printable(op.assignee)}` : ''}${wasInReview ? ' (was already in review: reassigned, your reason is in the audit trail; state unchanged)' : ''}`,
+            `${op.id}: needs_review (${printable(op.review_reason)}: ${printable(opts.reason)})${op.assignee ? `, assigned to ${printable(op.assignee)}` : ''}${wasInReview ? ' (was already in review: reassigned, your reason is in the audit trail; state unchanged)' : ''}`,
           );
       }),
     );

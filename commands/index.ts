@@ -53,11 +53,12 @@ export const PROGRAM: { description: string; options: GlobalOption[]; after: str
     },
     { flags: '--json', description: 'machine output: one JSON document on stdout', default: false },
     { flags: '--no-color', description: 'no colours (also NO_COLOR)' },
+    { flags: '--no-pager', description: 'print long output directly, not through $PAGER (default less -FRX)' },
     {
       flags: '--actor <name>',
       description: 'who is acting, for the audit trail (default: RECON_ACTOR, else user@host)',
     },
-    { flags: '--yes', description: 'skip confirmations', default: false },
+    { flags: '-y, --yes', description: 'skip confirmations', default: false },
     { flags: '-q, --quiet', description: 'no progress or notes on stderr', default: false },
   ],
   after: `
@@ -68,7 +69,7 @@ Examples:
 
 Exit codes: 0 done, 1 unexpected, 2 usage, 3 not found, 4 refused by a rule,
             5 provider unavailable (wins over 8), 6 store locked, missing or unreachable,
-            8 needs a human, 130 interrupted`,
+            7 outcome unknown (submit, retry: do not retry), 8 needs a human, 130 interrupted`,
 };
 
 export const COMMANDS: (CommandEntry | CommandGroup)[] = [
@@ -144,7 +145,7 @@ export const COMMANDS: (CommandEntry | CommandGroup)[] = [
     name: 'escalate',
     usage: 'escalate [options] <id>',
     description:
-      'hand an unresolved operation to a human (→ needs_review); on one already in review: reassign it or add a reason',
+      'put an operation in front of a human (→ needs_review, from any state but cancelled); on one already in review: reassign it or add a reason',
     load: () => import('./escalate.js'),
   },
   {

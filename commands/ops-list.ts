@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { parseDuration } from '../src/core/durations.js';
+import { formatDuration, parseDuration, parseSinceOrDate } from '../src/core/durations.js';
 import { countOperations, getOperation, listOperations } from '../src/core/operations.js';
 import { validateId } from '../src/core/validate.js';
 import { isState } from '../src/core/states.js';
@@ -8,8 +8,8 @@ import { UsageError } from '../src/errors.js';
 import { STATES, UNRESOLVED_STATES, type State } from '../src/types.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
-import { info, printJson, println, type IO } from './support/io.js';
-import { csvRow, formatAge, formatAmount } from './support/format.js';
+import { info, printJson, printPaged, println, type IO } from './support/io.js';
+import { csvRow, formatAmount } from './support/format.js';
 import { renderTable, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
 
@@ -18,6 +18,7 @@ export interface ListOptions {
   unresolved?: boolean;
   provider?: string;
   olderThan?: string;
+  since?: string;
   clientRef?: string;
   limit: number;
   after?: string;
@@ -32,6 +33,7 @@ export function register(ops: Command): void {
     .option('--unresolved', `only ${UNRESOLVED_STATES.join(', ')}`)
     .option('--provider <name>', 'only this provider')
     .option('--older-than <duration>', 'only operations created longer ago than this (e.g. 10m, 24h)')
+    .option('--since <duration|date>', 'only operations created since (e.g. 24h, 2026-01-01)')
     .option('--client-ref <ref>', 'only this client reference')
     .option('--limit <n>', 'at most N operations', parsePositiveInt('--limit'), 50)
     .option('--after <id>', 'the next page: operations listed after this one (the last id of the previous page)')
@@ -42,6 +44,7 @@ export function register(ops: Command): void {
 Examples:
   $ recon ops list --unresolved
   $ recon ops list --state needs_review,outcome_unknown --older-than 1h --json
+  $ recon ops list --since 24h
   $ recon ops list --unresolved --limit 100 --after refund:ord_1042     # the next page
   $ recon ops list --state confirmed --csv > confirmed.csv`,
     )
@@ -66,13 +69,25 @@ export function parseStates(text: string | undefined, unresolved: boolean | unde
 }
 
 export async function runList(o: ListOptions, deps: Deps): Promise<void> {
+  // `--client-ref ''` (an unset variable in a script) would match nothing, or everything: refused.
+  for (const [flag, value] of [
+    ['--state', o.state],
+    ['--provider', o.provider],
+    ['--older-than', o.olderThan],
+    ['--since', o.since],
+    ['--client-ref', o.clientRef],
+    ['--after', o.after],
+  ] as const)
+    if (value !== undefined && value.trim() === '')
+      throw new UsageError(`${flag}: empty; give a value or leave the flag out`);
   const states = parseStates(o.state, o.unresolved);
   const now = deps.now();
   const createdBefore = o.olderThan ? new Date(now.getTime() - parseDuration(o.olderThan, '--older-than')) : undefined;
+  const createdSince = o.since ? parseSinceOrDate(o.since, '--since', now) : undefined;
   if (o.csv && deps.globals.json) throw new UsageError('--csv and --json: choose one');
   const core = await deps.core();
   if (o.after) await getOperation(core.db, validateId(o.after, '--after'));
-  const filter = { states, provider: o.provider, createdBefore, clientReference: o.clientRef };
+  const filter = { states, provider: o.provider, createdBefore, createdSince, clientReference: o.clientRef };
   const none = states !== undefined && states.length === 0;
   const ops = none ? [] : await listOperations(core.db, { ...filter, limit: o.limit, after: o.after });
   // A first page that is not full holds every match: its length is the total, without a count.
@@ -89,7 +104,7 @@ export async function runList(o: ListOptions, deps: Deps): Promise<void> {
     return;
   }
   if (!json.length) return info(deps.io, o.after ? `no operations after ${o.after}` : 'no operations match');
-  println(deps.io, await renderOperations(deps.io, json, now));
+  await printPaged(deps.io, await renderOperations(deps.io, json, now));
   if (json.length < total)
     info(
       deps.io,
@@ -127,13 +142,15 @@ export async function renderOperations(io: IO, json: OperationJson[], now: Date)
     s.state(op.state),
     formatAmount(op.amount, op.currency),
     op.attempt_count,
-    formatAge(now.getTime() - Date.parse(op.created_at)),
-    printable(op.provider_txn_ids.join(' ')),
+    formatDuration(now.getTime() - Date.parse(op.created_at)),
+    // One id a line: each stays whole, and none is cut at the edge of the column.
+    op.provider_txn_ids.map(printable).join('\n'),
     printable(op.review_reason),
+    printable(op.client_reference),
   ]);
   return renderTable(
     io,
-    ['id', 'provider', 'action', 'state', 'amount', 'attempts', 'age', 'provider txn', 'review'],
+    ['id', 'provider', 'action', 'state', 'amount', 'attempts', 'age', 'provider txn', 'review', 'client ref'],
     rows,
   );
 }

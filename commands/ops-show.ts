@@ -4,10 +4,10 @@ import { candidatesOf } from '../src/core/evidence.js';
 import { showOperation, type OperationDetail } from '../src/core/views.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
-import { printJson, println } from './support/io.js';
+import { printJson, printPaged } from './support/io.js';
 import { formatAmount, formatTime } from './support/format.js';
 import { nextCommands } from './support/next.js';
-import { renderTable, styleFor } from './support/style.js';
+import { flow, renderTable, styleFor } from './support/style.js';
 import { printable as p } from './support/terminal.js';
 
 export function register(ops: Command): void {
@@ -30,21 +30,34 @@ export function register(ops: Command): void {
 }
 
 export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void> {
-  const s = await styleFor(deps.io);
+  const io = deps.io;
+  const s = await styleFor(io);
   const op = d.operation;
-  const lines = [
-    `${s.bold(p(op.id))}  ${s.state(op.state)}${op.review_reason ? `  (review: ${p(op.review_reason)})` : ''}`,
-    `  provider   ${p(op.provider)} ${p(op.action)}    key ${p(op.idempotency_key)}${op.client_reference ? `    client ref ${p(op.client_reference)}` : ''}`,
-    `  amount     ${formatAmount(op.amount, op.currency) || '-'}    attempts ${op.attempt_count}    payload sha256 ${op.payload_hash}`,
-    `  created    ${formatTime(op.created_at)}${op.resolved_at ? `    resolved ${formatTime(op.resolved_at)}` : ''}${op.assignee ? `    assignee ${p(op.assignee)}` : ''}`,
-  ];
-  println(deps.io, lines.join('\n'));
+  const out: string[] = [];
+  const field = (name: string, value: string) => `  ${name.padEnd(11)}${value}`;
+  out.push(
+    await flow(io, [
+      s.bold(p(op.id)),
+      s.state(op.state),
+      op.review_reason ? `(review: ${p(op.review_reason)})` : '',
+      op.assignee ? `assignee ${p(op.assignee)}` : '',
+    ]),
+    field('provider', `${p(op.provider)} ${p(op.action)}`),
+    field('key', p(op.idempotency_key)),
+  );
+  if (op.client_reference) out.push(field('client ref', p(op.client_reference)));
+  out.push(
+    field('amount', formatAmount(op.amount, op.currency) || '-'),
+    field('attempts', String(op.attempt_count)),
+    field('created', formatTime(op.created_at)),
+  );
+  if (op.resolved_at) out.push(field('resolved', formatTime(op.resolved_at)));
+  out.push(field('payload', `sha256 ${op.payload_hash}`));
   if (d.provider_transactions.length) {
-    println(deps.io, '\n' + s.bold('Provider transactions'));
-    println(
-      deps.io,
+    out.push('', s.bold('Provider transactions'));
+    out.push(
       await renderTable(
-        deps.io,
+        io,
         ['provider id', 'status', 'amount', 'created', 'linked via', 'by', 'linked at'],
         d.provider_transactions.map((t) => [
           p(t.provider_id),
@@ -59,11 +72,10 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
     );
   }
   if (d.attempts.length) {
-    println(deps.io, '\n' + s.bold('Attempts'));
-    println(
-      deps.io,
+    out.push('', s.bold('Attempts'));
+    out.push(
       await renderTable(
-        deps.io,
+        io,
         ['#', 'key', 'started', 'ended', 'outcome', 'error', 'request id'],
         d.attempts.map((a) => [
           a.number,
@@ -78,27 +90,25 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
     );
   }
   if (d.observations.length) {
-    println(deps.io, '\n' + s.bold('Observations') + s.dim('  (provider lookups: the evidence the rule reads)'));
+    out.push('', s.bold('Observations') + s.dim('  (provider lookups: the evidence the rule reads)'));
     const chronological = [...d.observations].sort((a, b) => a.observed_at.getTime() - b.observed_at.getTime());
-    println(
-      deps.io,
+    out.push(
       await renderTable(
-        deps.io,
+        io,
         ['observed at', 'result', 'matches', 'ambiguous candidates', 'error'],
         chronological.map((o) => {
           const detail = o.detail as { matches?: { provider_id: string }[]; error?: string };
           return [
             formatTime(o.observed_at),
             o.result,
-            p((detail.matches ?? []).map((m) => m.provider_id).join(' ')),
-            p(
-              candidatesOf(o)
-                .map((c) => `${c.provider_id} (${formatAmount(c.amount, c.currency)}, ${c.status ?? '?'})`)
-                .join(' '),
-            ),
+            (detail.matches ?? []).map((m) => p(m.provider_id)).join('\n'),
+            candidatesOf(o)
+              .map((c) => p(`${c.provider_id} (${formatAmount(c.amount, c.currency)}, ${c.status ?? '?'})`))
+              .join('\n'),
             p(detail.error ?? ''),
           ];
         }),
+        { text: ['error'] },
       ),
     );
   }
@@ -115,7 +125,7 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
           .filter((c) => !op.provider_txn_ids.includes(c))
       : [],
   });
-  println(deps.io, '\n' + s.bold('Timeline'));
+  out.push('', s.bold('Timeline'));
   for (const e of d.events) {
     const move =
       e.from_state && e.to_state && e.from_state !== e.to_state
@@ -123,16 +133,30 @@ export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void
         : e.to_state
           ? s.state(e.to_state)
           : '';
-    const detail = summarize(e.detail);
-    println(
-      deps.io,
-      `  ${s.dim(formatTime(e.at))}  ${String(e.seq).padStart(3)}  ${p(e.kind).padEnd(20)} ${move}${e.rule ? s.dim(`  [${p(e.rule)}]`) : ''}  ${s.dim(p(e.actor))}${detail ? `\n${' '.repeat(32)}${s.dim(detail)}` : ''}`,
+    // Each event: its time, number, kind and move, then rule and actor, then its detail, each
+    // value whole (a provider id cut at the edge is one a person cannot paste).
+    out.push(
+      await flow(
+        io,
+        [
+          `  ${s.dim(formatTime(e.at))}`,
+          String(e.seq).padStart(3),
+          p(e.kind).padEnd(20),
+          move,
+          e.rule ? s.dim(`[${p(e.rule)}]`) : '',
+          s.dim(p(e.actor)),
+        ],
+        6,
+      ),
     );
+    const detail = summarize(e.detail);
+    if (detail.length) out.push(await flow(io, [' '.repeat(4), ...detail.map((x) => s.dim(x))], 6));
   }
-  if (next.length) println(deps.io, `\n${s.bold('Next')}\n${next.map((n) => `  ${s.cyan(n)}`).join('\n')}`);
+  if (next.length) out.push('', s.bold('Next'), ...next.map((n) => `  ${s.cyan(n)}`));
+  await printPaged(io, out.join('\n'));
 }
 
-function summarize(detail: Record<string, unknown>): string {
+function summarize(detail: Record<string, unknown>): string[] {
   const parts: string[] = [];
   for (const [k, v] of Object.entries(detail)) {
     if (v === null || v === undefined || k === 'payload_hash') continue;
@@ -140,5 +164,5 @@ function summarize(detail: Record<string, unknown>): string {
     const text = typeof v === 'string' ? v : JSON.stringify(v);
     parts.push(p(`${k}=${text}`));
   }
-  return parts.join('  ');
+  return parts;
 }

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { ResultExit } from '../src/errors.js';
 import { getOperation } from '../src/core/operations.js';
 import { submitOperation } from '../src/core/submit.js';
 import { validateId } from '../src/core/validate.js';
@@ -15,7 +16,7 @@ export function register(ops: Command): void {
     .addHelpText(
       'after',
       `
-A timeout, dropped connection, 409, 429 or 5xx ends in outcome_unknown (never failed):
+A timeout, dropped connection, 409, 429 or 5xx ends in outcome_unknown (never failed), exit 7:
 recon run then asks the provider what happened. Exit 0 whatever the classified outcome,
 also when the answer came after the attempt's lease ran out and was recorded as a late
 response ("late_response": true); exit 4 when the operation is not approved or is claimed
@@ -33,7 +34,7 @@ Example:
         const r = await submitOperation(core, provider, id);
         const [json] = await operationsJson(core.db, [r.operation]);
         if (deps.globals.json) {
-          return printJson(deps.io, {
+          printJson(deps.io, {
             ...json,
             attempt: r.attempt,
             late_response: r.late_response ?? false,
@@ -45,6 +46,8 @@ Example:
               replayed: r.result.replayed ?? false,
             },
           });
+          if (json.state === 'outcome_unknown') throw new ResultExit(7, 'the outcome is unknown');
+          return;
         }
         const s = await styleFor(deps.io);
         const why = r.result.error_class
@@ -63,8 +66,10 @@ Example:
         if (json.state === 'outcome_unknown')
           info(
             deps.io,
-            `the provider may or may not have done it; find out with: recon lookup ${id}   (or let recon run decide)`,
+            `the provider may or may not have done it; do not submit again: find out with recon lookup ${id} (or let recon run decide)`,
           );
+        // `recon ops submit ID && notify_customer` must not tell the customer it is done (SPEC §7).
+        if (json.state === 'outcome_unknown') throw new ResultExit(7, 'the outcome is unknown');
       }),
     );
 }

@@ -18,7 +18,7 @@ export function register(program: Command): void {
       `
 The rule allows a retry only when a fresh lookup found nothing, the uncertainty window has
 passed, the key is within retention (or the lookup is authoritative), the payload is unchanged
-and attempts remain. Otherwise exit 4 naming the rule that refused (a found transaction is
+and attempts remain; exit 7 when the new attempt ends outcome_unknown too. Otherwise exit 4 naming the rule that refused (a found transaction is
 still linked and applied).
 
 Example:
@@ -37,6 +37,8 @@ Example:
           if (result.retry_at) info(deps.io, waitingLine(result.retry_at, deps.now()));
         }
         if (result.decision !== 'retry') throw new ResultExit(4, `the rule decided ${result.decision}`);
+        // The new attempt's answer was lost too: a script must not read it as done (SPEC §7).
+        if (!opts.dryRun && result.state === 'outcome_unknown') throw new ResultExit(7, 'the outcome is unknown');
       }),
     );
 }

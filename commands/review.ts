@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { formatDuration } from '../src/core/durations.js';
 import { evidenceOf } from '../src/core/evidence.js';
 import { checkForce } from '../src/core/force.js';
 import { checkResolve, resolveReview, type ReviewOutcome } from '../src/core/review.js';
@@ -7,11 +8,12 @@ import { validateId } from '../src/core/validate.js';
 import { operationsJson } from '../src/core/views.js';
 import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
+import { Option } from './support/commander.js';
 import type { Deps } from './support/deps.js';
-import { formatAge, formatAmount, formatTime } from './support/format.js';
-import { info, printJson, println } from './support/io.js';
+import { formatAmount, formatTime } from './support/format.js';
+import { info, printJson, printPaged } from './support/io.js';
 import { nextCommands } from './support/next.js';
-import { styleFor } from './support/style.js';
+import { flow, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
 
 const OUTCOMES: ReviewOutcome[] = ['confirmed', 'failed', 'cancelled'];
@@ -30,14 +32,21 @@ export function register(program: Command): void {
       'operations waiting for a human, oldest first, with the evidence (transactions, candidates, observations, attempts) and the next command',
     )
     .option('--provider <name>', 'only this provider')
-    .option('--limit <n>', 'at most N', parsePositiveInt('--limit'), 50)
-    .addHelpText('after', '\nExample:\n  $ recon review list --json')
-    .action(action<{ provider?: string; limit: number }>(async (_a, opts, deps) => reviewList(opts, deps)));
+    .option('--limit <n>', 'at most N, the oldest', parsePositiveInt('--limit'), 50)
+    .option(
+      '--after <id>',
+      'the next page: operations waiting less long than this one (the last id of the previous page)',
+    )
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ recon review list --json\n  $ recon review list --limit 20 --after refund:ord_1042     # the next page',
+    )
+    .action(action<ReviewListOptions>(async (_a, opts, deps) => reviewList(opts, deps)));
   review
     .command('resolve')
     .description('record a human decision on a needs_review operation')
     .argument('<id>', 'operation id')
-    .requiredOption('--outcome <outcome>', `one of ${OUTCOMES.join(', ')}`)
+    .addOption(new Option('--outcome <outcome>', 'the decision').choices(OUTCOMES).makeOptionMandatory())
     .option('--txn <txn>', 'the provider transaction that is the real one (fetched, checked and linked)')
     .requiredOption('--note <text>', 'what was decided and why (goes into the audit trail)')
     .option(
@@ -70,15 +79,26 @@ export function register(program: Command): void {
     );
 }
 
-/** The human queue with its evidence, oldest first, and the exact next command for each. */
-async function reviewList(opts: { provider?: string; limit: number }, deps: Deps): Promise<void> {
+interface ReviewListOptions {
+  provider?: string;
+  limit: number;
+  after?: string;
+}
+
+/**
+ * The human queue with its evidence, oldest first, and the exact next command for each: `--limit`
+ * keeps the oldest (the ones waiting longest are never the ones left out), `--after ID` pages on.
+ */
+async function reviewList(opts: ReviewListOptions, deps: Deps): Promise<void> {
+  if (opts.after !== undefined && opts.after.trim() === '')
+    throw new UsageError('--after: empty; give the last id of the previous page');
   const core = await deps.core();
+  if (opts.after) await getOperation(core.db, validateId(opts.after, '--after'));
   const filter = { states: ['needs_review' as const], provider: opts.provider, orHeld: true };
   const [ops, total] = await Promise.all([
-    listOperations(core.db, { ...filter, limit: opts.limit }),
+    listOperations(core.db, { ...filter, limit: opts.limit, after: opts.after, oldestFirst: true }),
     countOperations(core.db, filter),
   ]);
-  ops.reverse();
   const json = await operationsJson(core.db, ops);
   const items = [];
   for (const o of json) {
@@ -92,6 +112,9 @@ async function reviewList(opts: { provider?: string; limit: number }, deps: Deps
     });
     items.push({ op: o, evidence, next });
   }
+  const last = json[json.length - 1]?.id ?? null;
+  // More beyond this page: the cursor to pass as --after for the next one.
+  const more = json.length === opts.limit && last !== null;
   if (deps.globals.json)
     return printJson(deps.io, {
       operations: items.map(({ op, evidence, next }) => ({
@@ -120,56 +143,79 @@ async function reviewList(opts: { provider?: string; limit: number }, deps: Deps
         next,
       })),
       total,
+      next_after: more ? last : null,
     });
-  if (!items.length) return info(deps.io, 'nothing needs review');
-  const s = await styleFor(deps.io);
+  if (!items.length)
+    return info(deps.io, opts.after ? `nothing needs review after ${opts.after}` : 'nothing needs review');
+  // The count first, where a person starts reading: the queue is longer than the page.
+  if (items.length < total)
+    info(
+      deps.io,
+      `showing ${items.length} of ${total}, oldest first; --limit N${more ? `, or the next page with --after ${last}` : ''}`,
+    );
+  const io = deps.io;
+  const s = await styleFor(io);
   const now = deps.now().getTime();
   const blocks: string[] = [];
   for (const { op, evidence, next } of items) {
     const lines = [
-      `${s.bold(printable(op.id))}  ${s.state(op.state)} (${printable(op.review_reason ?? 'no reason')})  ${formatAmount(op.amount, op.currency)}  ${printable(op.provider)} ${printable(op.action)}  waiting ${formatAge(now - Date.parse(op.updated_at))}${op.assignee ? `  assignee ${printable(op.assignee)}` : ''}`,
+      await flow(io, [
+        s.bold(printable(op.id)),
+        `${s.state(op.state)} (${printable(op.review_reason ?? 'no reason')})`,
+        formatAmount(op.amount, op.currency),
+        `${printable(op.provider)} ${printable(op.action)}`,
+        `waiting ${formatDuration(now - Date.parse(op.updated_at))}`,
+        op.assignee ? `assignee ${printable(op.assignee)}` : '',
+      ]),
     ];
-    const field = (name: string, values: string[]) => {
-      values.forEach((v, i) => lines.push(`  ${(i === 0 ? name : '').padEnd(12)} ${v}`));
+    // Each value of a field is a row of atoms: on a narrow terminal it continues below, indented,
+    // and an id is never cut.
+    const field = async (name: string, values: string[][]) => {
+      for (const [i, v] of values.entries())
+        lines.push(await flow(io, [`  ${(i === 0 ? name : '').padEnd(11)}`, ...v], 15));
     };
-    field(
+    await field(
       'linked',
       evidence.linked.length
-        ? evidence.linked.map(
-            (t) =>
-              `${printable(t.provider_id)}  ${printable(t.status)}  ${formatAmount(t.amount, t.currency)}  created ${formatTime(t.created) || '?'}  (via ${t.linked_via})`,
-          )
-        : ['none'],
+        ? evidence.linked.map((t) => [
+            printable(t.provider_id),
+            printable(t.status),
+            formatAmount(t.amount, t.currency),
+            `created ${formatTime(t.created) || '?'}`,
+            `(via ${t.linked_via})`,
+          ])
+        : [['none']],
     );
     if (evidence.candidates.length)
-      field(
+      await field(
         'candidates',
-        evidence.candidates.map(
-          (c) =>
-            `${printable(c.provider_id)}  ${printable(c.status)}  ${formatAmount(c.amount, c.currency)}  created ${formatTime(c.created) || '?'}  (no recon metadata)`,
-        ),
+        evidence.candidates.map((c) => [
+          printable(c.provider_id),
+          printable(c.status),
+          formatAmount(c.amount, c.currency),
+          `created ${formatTime(c.created) || '?'}`,
+          '(no recon metadata)',
+        ]),
       );
-    field(
+    await field(
       'observed',
       evidence.observations.length
-        ? evidence.observations.map((ob) => `${formatTime(ob.observed_at)}  ${ob.result}`)
-        : ['never looked up'],
+        ? evidence.observations.map((ob) => [formatTime(ob.observed_at), ob.result])
+        : [['never looked up']],
     );
-    field(
+    await field(
       'attempts',
       evidence.attempts.length
-        ? evidence.attempts.map(
-            (a) =>
-              `#${a.number} ${formatTime(a.started_at)}  ${a.outcome ?? 'in flight'}${a.error_class ? ` (${printable(a.error_class)})` : ''}`,
-          )
-        : ['none'],
+        ? evidence.attempts.map((a) => [
+            `#${a.number}`,
+            formatTime(a.started_at),
+            `${a.outcome ?? 'in flight'}${a.error_class ? ` (${printable(a.error_class)})` : ''}`,
+          ])
+        : [['none']],
     );
-    field(
-      'next',
-      next.map((n) => s.cyan(n)),
-    );
+    // A command is printed whole on its line, however wide: one that is folded or cut cannot be pasted.
+    for (const [i, n] of next.entries()) lines.push(`  ${(i === 0 ? 'next' : '').padEnd(11)}  ${s.cyan(n)}`);
     blocks.push(lines.join('\n'));
   }
-  println(deps.io, blocks.join('\n\n'));
-  if (items.length < total) info(deps.io, `showing ${items.length} of ${total}; --limit N`);
+  await printPaged(io, blocks.join('\n\n'));
 }

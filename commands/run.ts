@@ -1,13 +1,14 @@
 import { rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
+import { formatDuration } from '../src/core/durations.js';
 import { failedRunMetrics, runMetrics } from '../src/core/metrics.js';
 import { runPass, type RunSummary } from '../src/core/run.js';
 import { ResultExit, exitCodeOf } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
-import { info, printJson, println } from './support/io.js';
-import { formatAge, formatTime, waitingLine } from './support/format.js';
+import { info, printJson, printPaged, println } from './support/io.js';
+import { formatTime, waitingLine } from './support/format.js';
 import { renderTable, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
 
@@ -115,15 +116,13 @@ async function render(deps: Deps, s: RunSummary, verbose: boolean): Promise<void
   const everyRow = verbose || !deps.io.isStdoutTTY;
   const shown = everyRow ? s.decisions : s.decisions.filter((d) => ATTENTION.has(d.decision));
   if (shown.length) {
-    if (!everyRow) println(deps.io, st.bold('Needs attention'));
-    println(
+    const table = await renderTable(
       deps.io,
-      await renderTable(
-        deps.io,
-        ['operation', 'decision', 'rule', 'state', 'why'],
-        shown.map((d) => [printable(d.id), d.decision, d.rule, st.state(d.state), printable(why(d))]),
-      ),
+      ['operation', 'decision', 'rule', 'state', 'why'],
+      shown.map((d) => [printable(d.id), d.decision, d.rule, st.state(d.state), printable(why(d))]),
+      { text: ['why'] },
     );
+    await printPaged(deps.io, everyRow ? table : `${st.bold('Needs attention')}\n${table}`);
   }
   if (!everyRow) {
     const counts = new Map<string, number>();
@@ -147,7 +146,7 @@ async function render(deps: Deps, s: RunSummary, verbose: boolean): Promise<void
       deps.io,
       `${s.lease_expired.length} operation(s) not decided: the lease ran out before the decision was written (a slow pass); the next pass decides them: ${s.lease_expired.map(printable).join(' ')}`,
     );
-  const line = `${s.dry_run ? 'dry run: ' : ''}claimed ${s.claimed}: confirmed ${s.confirmed}, failed ${s.failed}, pending ${s.pending}, retried ${s.retried}, escalated ${s.escalated}, waiting ${s.waiting}, unavailable ${s.unavailable} (${s.duration_ms < 1000 ? `${s.duration_ms}ms` : formatAge(s.duration_ms)})`;
+  const line = `${s.dry_run ? 'dry run: ' : ''}claimed ${s.claimed}: confirmed ${s.confirmed}, failed ${s.failed}, pending ${s.pending}, retried ${s.retried}, escalated ${s.escalated}, waiting ${s.waiting}, unavailable ${s.unavailable} (${formatDuration(s.duration_ms)})`;
   info(deps.io, line);
   if (s.unavailable) info(deps.io, st.red(`${s.unavailable} lookup(s) found the provider unavailable: exit 5`));
   if (s.backing_off.length)

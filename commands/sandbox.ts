@@ -1,12 +1,13 @@
 import type { Command } from 'commander';
 import { UsageError } from '../src/errors.js';
 import { action, parsePort } from './support/action.js';
+import { Argument } from './support/commander.js';
 
 export function register(program: Command): void {
   program
     .command('sandbox')
     .description('start a local provider sandbox (Stripe-compatible or warehouse) for trying recon; Ctrl-C to stop')
-    .argument('<kind>', 'stripe or warehouse')
+    .addArgument(new Argument('<kind>', 'stripe or warehouse').choices(['stripe', 'warehouse']))
     .option('--port <n>', 'port (default 0: a free one, printed)', parsePort('--port'))
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option(

@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
-import { parseSinceOrDate } from '../src/core/durations.js';
+import { formatDuration, parseSinceOrDate } from '../src/core/durations.js';
 import { AGE_BUCKETS, computeStats, statsPrometheus, type Stats } from '../src/core/stats.js';
 import { UsageError } from '../src/errors.js';
 import { action } from './support/action.js';
-import { formatAge } from './support/format.js';
 import type { Deps } from './support/deps.js';
 import { printJson, println } from './support/io.js';
 import { renderTable } from './support/style.js';
@@ -22,6 +21,9 @@ export function register(program: Command): void {
       action<{ since?: string; format?: string }>(async (_a, opts, deps) => {
         if (opts.format && !['table', 'prometheus'].includes(opts.format))
           throw new UsageError(`--format: "${opts.format}" is not one of table, prometheus`);
+        // Two documents cannot both be stdout's one document: refused before any work.
+        if (opts.format === 'prometheus' && deps.globals.json)
+          throw new UsageError('--format prometheus and --json: choose one output format');
         const core = await deps.core();
         const s = await computeStats(core.db, {
           now: deps.now(),
@@ -34,7 +36,7 @@ export function register(program: Command): void {
     );
 }
 
-const secs = (v: number | null) => (v === null ? '-' : v < 1 ? `${Math.round(v * 1000)}ms` : formatAge(v * 1000));
+const secs = (v: number | null) => (v === null ? '-' : formatDuration(v * 1000));
 
 async function render(deps: Deps, s: Stats): Promise<void> {
   println(deps.io, `unresolved: ${s.unresolved_total}`);

@@ -3,8 +3,11 @@
  * exit codes and messages; everything else throws them with a message that names the field
  * and the fix.
  */
-/** The exit codes of SPEC §7 other than 0: 8 is `run`'s "needs a human", 130 an interruption. */
-export type ExitCode = 1 | 2 | 3 | 4 | 5 | 6 | 8 | 130;
+/**
+ * The exit codes of SPEC §7 other than 0: 7 is "outcome unknown" (`ops submit`, `retry`: the request
+ * went out and its answer was lost), 8 is `run`'s "needs a human", 130 an interruption.
+ */
+export type ExitCode = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 130;
 
 export class ReconError extends Error {
   readonly exitCode: ExitCode = 1;
@@ -73,7 +76,7 @@ export function exitCodeOf(err: unknown): ExitCode {
  * Not an error: the command has reported its whole result (stdout, stderr), and the exit code
  * tells a script what that result was (SPEC §7): `run` 5 a provider was unavailable (wins over
  * 8), 8 operations need a human, 1 some operations failed unexpectedly; `retry` 4 the rule did
- * not allow the retry; `lookup` 5 the provider was unavailable; `audit verify` 4 a chain is
+ * not allow the retry; `ops submit` and `retry` 7 the attempt ended outcome_unknown; `lookup` 5 the provider was unavailable; `audit verify` 4 a chain is
  * broken; `audit duplicates` 8 duplicates found; `attach` 4 a "no" at the confirmation; `doctor`
  * the code of its first failed check; `demo` 1 a check failed. Thrown after the output;
  * bin/main.ts sets the exit code and prints nothing more.

@@ -12,7 +12,13 @@ let depsFactory: (globals: GlobalOptions, command: string) => Deps = (globals, c
   // This process runs one command: a one-shot one gets the embedded store started for a short life.
   if (!SERVERS.includes(command)) useBaselineWasm();
   return createDeps(
-    systemIO({ color: globals.color, quiet: globals.quiet, json: globals.json, env: process.env }),
+    systemIO({
+      color: globals.color,
+      quiet: globals.quiet,
+      json: globals.json,
+      env: process.env,
+      pager: globals.pager,
+    }),
     globals,
     process.env,
     process.cwd(),

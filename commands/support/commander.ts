@@ -8,4 +8,4 @@ import { createRequire } from 'node:module';
 
 const commander = createRequire(import.meta.url)('commander') as typeof import('commander');
 
-export const { Command, CommanderError, InvalidArgumentError, Option } = commander;
+export const { Argument, Command, CommanderError, InvalidArgumentError, Option } = commander;

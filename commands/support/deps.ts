@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import type { LoadedConfig } from '../../src/config/types.js';
 import type { AuditKey } from '../../src/core/audit-key.js';
 import type { CoreContext } from '../../src/core/context.js';
@@ -15,6 +17,8 @@ export interface GlobalOptions {
   config?: string;
   json: boolean;
   color: boolean;
+  /** false with --no-pager. */
+  pager?: boolean;
   actor?: string;
   yes: boolean;
   quiet: boolean;
@@ -46,6 +50,44 @@ export interface Deps {
   /** Asks a person; without a TTY, fails unless --yes was given. */
   confirm(message: string): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/** The commands that change something: they name the store and the provider mode on stderr. */
+const CHANGERS = [
+  'ops record',
+  'ops approve',
+  'ops submit',
+  'attach',
+  'retry',
+  'escalate',
+  'review resolve',
+  'run',
+  'webhook ingest',
+];
+
+/** ` · stripe live` (sk_live_/rk_live_ key) or ` · stripe test`, per provider; never the key. */
+function providerModes(config: LoadedConfig): string {
+  const modes = Object.entries(config.providers).map(([name, p]) => {
+    if (p.type !== 'stripe') return name;
+    const mode = /^(sk|rk)_live_/.test(p.apiKey)
+      ? 'live'
+      : /^(sk|rk)_test_/.test(p.apiKey)
+        ? 'test'
+        : 'key of unknown mode';
+    return `${name} ${mode}`;
+  });
+  return modes.map((m) => ` · ${m}`).join('');
+}
+
+/** False when `p` or a folder above it is a file (`pglite:notes.txt/db`). */
+function isDirectoryOrMissing(p: string): boolean {
+  for (let dir = p; ; dir = path.dirname(dir)) {
+    try {
+      return fs.statSync(dir).isDirectory();
+    } catch {
+      if (path.dirname(dir) === dir) return true;
+    }
+  }
 }
 
 function defaultActor(env: NodeJS.ProcessEnv): string {
@@ -102,9 +144,19 @@ export function createDeps(
           create,
         });
         const isNew = choice.folder !== undefined && !existsSync(choice.folder);
-        // A store named explicitly (--db, RECON_DB, DATABASE_URL, config `db`) is the user's
-        // choice and is created on first use, as before; only the discovered default is never
-        // created by a command that merely reads (chooseStore threw above: exit 6).
+        // Only init, ops record, mcp and demo create a store, whether found upward or named by
+        // --db/RECON_DB/config (SPEC §5): `RECON_DB=pglite:/tmp/typo-db recon run` must not make
+        // an empty store at the typo and report a green pass over it.
+        // (A path through a file is left to openStore, which names it: exit 2.)
+        if (isNew && !create && isDirectoryOrMissing(path.dirname(choice.folder!))) {
+          const { StoreMissingError } = await import('../../src/errors.js');
+          const from = { flag: '--db', env: env.RECON_DB ? 'RECON_DB' : 'DATABASE_URL', config: 'the config file' }[
+            choice.source as 'flag' | 'env' | 'config'
+          ];
+          throw new StoreMissingError(
+            `no recon store at ${choice.folder}${from ? ` (named by ${from})` : ''}; check the path, or create it with \`recon init\``,
+          );
+        }
         const db = await openStore(choice.url, opts).catch(async (err) => {
           const { StoreLockedError } = await import('../../src/errors.js');
           if (err instanceof StoreLockedError && choice.folder && /locked by/.test(err.message))
@@ -116,6 +168,10 @@ export function createDeps(
           throw err;
         });
         if (isNew && create && !io.quiet) io.err.write(`created a new recon store at ${choice.folder}\n`);
+        // Which store and which account a command that changes something works on, as kubectl
+        // names its context: a RECON_DB left exported in a shell must not send `run` elsewhere unseen.
+        if (CHANGERS.includes(command) && !io.quiet && !globals.json)
+          io.err.write(`recon: store ${db.displayUrl}${providerModes(await deps.config())}\n`);
         return db;
       })();
       return store;

@@ -1,23 +1,11 @@
+import { formatDuration } from '../../src/core/durations.js';
+
 /**
  * How values are shown to people (SPEC §7): amounts in major units with their currency, durations
- * short. JSON output never goes through here: it keeps minor units and ISO times.
+ * by src/core/durations.ts's formatDuration (the one formatter). JSON output never goes through here: it keeps minor units and ISO times.
  */
 
 export { formatAmount } from '../../src/lib/money.js';
-
-/** `56s`, `13m`, `2h 5m`, `3d 4h`: the largest unit and the next one when it is not zero. */
-export function formatAge(ms: number): string {
-  if (!Number.isFinite(ms)) return '';
-  const sign = ms < 0 ? '-' : '';
-  const s = Math.floor(Math.abs(ms) / 1000);
-  if (s < 60) return `${sign}${s}s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${sign}${m}m`;
-  const h = Math.floor(m / 60);
-  if (h < 24) return `${sign}${h}h${m % 60 ? ` ${m % 60}m` : ''}`;
-  const d = Math.floor(h / 24);
-  return `${sign}${d}d${h % 24 ? ` ${h % 24}h` : ''}`;
-}
 
 /** A time for people: `2026-12-03 08:27:12 UTC` (UTC, as recon prints every time). */
 export function formatTime(d: Date | string | null | undefined): string {
@@ -45,5 +33,5 @@ export function csvRow(values: (string | number | null | undefined)[]): string {
  * of the current streak (SPEC §4), not from the attempt: a lookup long after the attempt still waits.
  */
 export function waitingLine(retryAt: string, now: Date): string {
-  return `a retry may be allowed from ${formatTime(retryAt)} (in ${formatAge(Date.parse(retryAt) - now.getTime())}) if the provider still shows nothing`;
+  return `a retry may be allowed from ${formatTime(retryAt)} (in ${formatDuration(Date.parse(retryAt) - now.getTime())}) if the provider still shows nothing`;
 }

@@ -19,9 +19,23 @@ export interface IO {
   stdin: NodeJS.ReadableStream;
   /** Width of the terminal (stdout's, else COLUMNS, else 80): tables wrap to it. */
   columns?: number;
+  /** Height of the terminal: output longer than this goes through the pager. */
+  rows?: number;
+  /**
+   * The pager for long output on a terminal (`$PAGER`, else `less -FRX`, as git and gh do), or
+   * null: not a terminal, --json, --no-pager, or `PAGER=cat`/empty.
+   */
+  pager?: string | null;
 }
 
-export function systemIO(opts: { color: boolean; quiet: boolean; json: boolean; env: NodeJS.ProcessEnv }): IO {
+export function systemIO(opts: {
+  color: boolean;
+  quiet: boolean;
+  json: boolean;
+  env: NodeJS.ProcessEnv;
+  /** false with --no-pager. */
+  pager?: boolean;
+}): IO {
   const isStdoutTTY = Boolean(process.stdout.isTTY);
   const isStderrTTY = Boolean(process.stderr.isTTY);
   const noColor = opts.env.NO_COLOR !== undefined && opts.env.NO_COLOR !== '';
@@ -35,7 +49,40 @@ export function systemIO(opts: { color: boolean; quiet: boolean; json: boolean; 
     quiet: opts.quiet,
     stdin: process.stdin,
     columns: process.stdout.columns || Number(opts.env.COLUMNS) || 80,
+    // A terminal that reports no size (some CI pseudo-terminals): no paging, nothing to measure against.
+    rows: process.stdout.rows || undefined,
+    pager: isStdoutTTY && opts.pager !== false && !opts.json ? pagerCommand(opts.env) : null,
   };
+}
+
+function pagerCommand(env: NodeJS.ProcessEnv): string | null {
+  const pager = env.PAGER ?? 'less -FRX';
+  return pager.trim() === '' || pager.trim() === 'cat' ? null : pager;
+}
+
+/**
+ * Data for a person: through the pager when it is longer than the window (`review list` with 55
+ * items is 350 lines), else printed as it is. The pager runs through the shell, as git runs
+ * $PAGER; `less` gets `LESS=FRX` unless the user set LESS. A pager that cannot start leaves the
+ * output printed, not lost.
+ */
+export async function printPaged(io: IO, text: string): Promise<void> {
+  const lines = text.split('\n').length;
+  if (!io.pager || !io.rows || lines < io.rows) return println(io, text);
+  const { spawn } = await import('node:child_process');
+  const child = spawn(io.pager, {
+    shell: true,
+    stdio: ['pipe', 'inherit', 'inherit'],
+    env: { LESS: 'FRX', ...process.env },
+  });
+  const done = new Promise<boolean>((resolve) => {
+    child.on('error', () => resolve(false));
+    child.on('close', (code) => resolve(code !== 127));
+  });
+  // The reader quit the pager before the end (q in less): the rest is not wanted.
+  child.stdin.on('error', () => undefined);
+  child.stdin.end(redact(text) + '\n');
+  if (!(await done)) println(io, text);
 }
 
 // Every line recon prints goes through redact() (SPEC §6: secrets are never printed): a secret that

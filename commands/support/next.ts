@@ -24,8 +24,17 @@ export function nextCommands(o: NextInput): string[] {
           `recon review resolve ${id} --outcome confirmed --txn ${keep} --note "kept ${keep}; ${others.join(', ')} reversed at the provider (ticket …)"`,
         ];
       }
-      if (o.linked.length === 1)
-        return [`recon review resolve ${id} --outcome confirmed --txn ${shellQuote(o.linked[0])} --note "…"`];
+      if (o.linked.length === 1) {
+        const txn = shellQuote(o.linked[0]);
+        // A mismatch (amount, currency, metadata) is refused without --force (exit 4): the command
+        // printed is the one that works, with the reason the audit trail will carry.
+        if (o.review_reason === 'mismatch')
+          return [
+            `recon ops show ${id}`,
+            `recon review resolve ${id} --outcome confirmed --txn ${txn} --force --reason "the difference is expected: …" --note "…"`,
+          ];
+        return [`recon review resolve ${id} --outcome confirmed --txn ${txn} --note "…"`];
+      }
       if (o.candidates.length)
         return [
           ...o.candidates.map((c) => `recon attach ${id} ${shellQuote(c)}`),

@@ -15,7 +15,7 @@ const SEGMENT = /(\d+)(ms|d|h|m|s)/y;
 
 /**
  * Parses `500ms`, `30s`, `10m`, `24h`, `7d`, or a compound of them in decreasing units (`1h30m`,
- * which is what `formatDuration` prints), into milliseconds.
+ * or `1h 30m` as `formatDuration` prints it), into milliseconds.
  *
  * A unit is required: a bare `600` is refused because users mean seconds as often as milliseconds,
  * and a window off by a factor of 1000 either retries too early or never. Fractions are refused too
@@ -40,6 +40,8 @@ export function tryParseDuration(text: string): number | undefined {
   let pos = 0;
   let lastUnitIndex = -1;
   while (pos < s.length) {
+    // `2h 5m`: a space between segments, as formatDuration prints them.
+    if (pos > 0 && s[pos] === ' ') pos++;
     SEGMENT.lastIndex = pos;
     const m = SEGMENT.exec(s);
     if (!m) return undefined;
@@ -55,21 +57,25 @@ export function tryParseDuration(text: string): number | undefined {
 }
 
 /**
- * Compact human form: the largest non-zero unit and, when non-zero, the next one down
- * (`3m12s`, `2h`, `1d4h`, `1s500ms`, `0s`). Truncates the rest: this is for explanations and
- * tables, not for round-tripping exact values.
+ * The one way recon shows a duration to people (ages, waits, explanations): `500ms` under a second,
+ * `56s` under a minute, `13m` under an hour, then the unit and the next one down when not zero:
+ * `2h 5m`, `3d 4h`. Seconds beside minutes, milliseconds beside seconds are noise to a tired
+ * reader (`33s66ms`): the rest is truncated. `parseDuration` reads every form back (`2h 5m`).
  */
 export function formatDuration(ms: number): string {
   if (!Number.isFinite(ms)) return String(ms);
   const sign = ms < 0 ? '-' : '';
   const rest = Math.round(Math.abs(ms));
   if (rest === 0) return '0s';
-  const first = UNITS.findIndex((unit) => rest >= UNIT_MS[unit]);
-  const big = UNITS[first];
-  const small = UNITS[first + 1];
-  const n = Math.floor(rest / UNIT_MS[big]);
-  const m = small === undefined ? 0 : Math.floor((rest - n * UNIT_MS[big]) / UNIT_MS[small]);
-  return `${sign}${n}${big}${m > 0 ? `${m}${small}` : ''}`;
+  if (rest < UNIT_MS.s) return `${sign}${rest}ms`;
+  const s = Math.floor(rest / UNIT_MS.s);
+  if (s < 60) return `${sign}${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${sign}${m}m`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${sign}${h}h${m % 60 ? ` ${m % 60}m` : ''}`;
+  const d = Math.floor(h / 24);
+  return `${sign}${d}d${h % 24 ? ` ${h % 24}h` : ''}`;
 }
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;

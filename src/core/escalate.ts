@@ -59,15 +59,23 @@ export async function escalate(
         detail: {},
       });
     }
+    // From any state but cancelled, confirmed and failed included (SPEC §3): a person may always put
+    // an operation in front of people. The reason is `escalated`; the person's words are the note.
+    if (current.state === 'cancelled')
+      throw new RefusedError(
+        `operation ${id} is cancelled: it will not happen, there is nothing to review`,
+        'state_machine',
+      );
     const { op } = await transition(tx, id, 'needs_review', {
       actor: ctx.actor,
       auditKey: ctx.auditKey,
       now,
+      by: 'person',
       kind: 'escalated',
       rule: 'human.escalate',
-      review_reason: o.reason,
+      review_reason: 'escalated',
       assignee: o.assignee ?? null,
-      detail: { reason: o.reason, assignee: o.assignee ?? null },
+      detail: { reason: o.reason, assignee: o.assignee ?? null, from_state: current.state },
     });
     return op;
   });

@@ -74,19 +74,23 @@ export interface ListFilter {
   provider?: string;
   /** Only operations created before this instant. */
   createdBefore?: Date;
+  /** Only operations created at or after this instant (`ops list --since`). */
+  createdSince?: Date;
   clientReference?: string;
   /**
    * Also the proposals held for a person by the re-plan guard (`review_reason` "held: …"), whatever
    * `states` says: `review list` shows them beside needs_review.
    */
   orHeld?: boolean;
-  /** Cursor: only operations listed after this one (newest first). */
+  /** Cursor: only operations listed after this one (in the list's order). */
   after?: string;
   limit: number;
+  /** Oldest first (the review queue: whoever waited longest is seen first); default newest first. */
+  oldestFirst?: boolean;
 }
 
 /**
- * Newest first. When the filter asks for exactly the unresolved states, the predicate is written
+ * Newest first (or oldest first). When the filter asks for exactly the unresolved states, the predicate is written
  * as the partial index's own so the planner can use `operations_unresolved_idx`.
  */
 export async function listOperations(q: Queryable, f: ListFilter): Promise<Operation[]> {
@@ -95,17 +99,23 @@ export async function listOperations(q: Queryable, f: ListFilter): Promise<Opera
     // Cursor paging (`--after ID`): the rows after that operation in this order, stable while new
     // operations arrive at the top.
     params.push(f.after);
-    where.push(`(created_at, id) < (SELECT created_at, id FROM recon.operations WHERE id = $${params.length}::text)`);
+    where.push(
+      `(created_at, id) ${f.oldestFirst ? '>' : '<'} (SELECT created_at, id FROM recon.operations WHERE id = $${params.length}::text)`,
+    );
   }
   params.push(f.limit);
+  const order = f.oldestFirst ? 'ASC' : 'DESC';
   const sql = `SELECT * FROM recon.operations ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
-               ORDER BY created_at DESC, id DESC LIMIT $${params.length}::int`;
+               ORDER BY created_at ${order}, id ${order} LIMIT $${params.length}::int`;
   const r = await q.query<OperationRow>(sql, params);
   return r.rows.map(rowToOperation);
 }
 
 /** How many operations match the filter, whatever its limit and cursor: "showing 50 of 151". */
-export async function countOperations(q: Queryable, f: Omit<ListFilter, 'limit' | 'after'>): Promise<number> {
+export async function countOperations(
+  q: Queryable,
+  f: Omit<ListFilter, 'limit' | 'after' | 'oldestFirst'>,
+): Promise<number> {
   const { where, params } = filterSql(f);
   const r = await q.query<{ n: number | string }>(
     `SELECT count(*)::int AS n FROM recon.operations ${where.length ? 'WHERE ' + where.join(' AND ') : ''}`,
@@ -114,7 +124,7 @@ export async function countOperations(q: Queryable, f: Omit<ListFilter, 'limit' 
   return Number(r.rows[0]?.n ?? 0);
 }
 
-function filterSql(f: Omit<ListFilter, 'limit' | 'after'>): { where: string[]; params: unknown[] } {
+function filterSql(f: Omit<ListFilter, 'limit' | 'after' | 'oldestFirst'>): { where: string[]; params: unknown[] } {
   const where: string[] = [];
   const params: unknown[] = [];
   if (f.states && f.states.length && f.orHeld) {
@@ -139,6 +149,10 @@ function filterSql(f: Omit<ListFilter, 'limit' | 'after'>): { where: string[]; p
   if (f.createdBefore) {
     params.push(f.createdBefore.toISOString());
     where.push(`created_at < $${params.length}::timestamptz`);
+  }
+  if (f.createdSince) {
+    params.push(f.createdSince.toISOString());
+    where.push(`created_at >= $${params.length}::timestamptz`);
   }
   if (f.clientReference) {
     params.push(f.clientReference);

@@ -12,18 +12,22 @@ import { STATES, type State, TERMINAL_STATES, UNRESOLVED_STATES } from '../types
  *   stored hash when the attempt is claimed (SPEC §5); nothing is sent. Reason `duplicate` or
  *   `mismatch`: a live provider transaction carrying the operation's id was found before its first
  *   submit (a side effect made outside recon): the submit must not make a second one.
- * - `confirmed → needs_review`, reason `duplicate` only: a second provider transaction found for a
- *   confirmed operation (SPEC §3), the one way out of a terminal state.
+ * - `confirmed → needs_review`, reason `duplicate`: a second provider transaction found for a
+ *   confirmed operation (SPEC §3).
  * - `failed → needs_review`, reason `duplicate` or `mismatch`: a live provider transaction found for
  *   an operation recon holds as failed contradicts it; a person must see it. Before this line the
  *   move was refused and the webhook that found it answered 500 on every redelivery (campaign).
+ * - `→ needs_review` from any state but `cancelled`, reason `escalated`, by a person only (`recon
+ *   escalate`, SPEC §3): "the customer reports two refunds" on a confirmed operation is exactly when
+ *   a person must be able to put it in front of people. These are the only ways out of `confirmed`
+ *   and `failed`; `cancelled` has none.
  *
  * Who moves matters: the exits of `needs_review` are a person's (`review resolve`, `attach`).
  * A webhook, a lookup or a late response found 18 operations in review and confirmed them, which
  * emptied the human queue of exactly the cases it exists for (issue 10).
  */
 const NEXT: Record<State, readonly State[]> = {
-  proposed: ['approved', 'cancelled'],
+  proposed: ['approved', 'cancelled', 'needs_review'],
   approved: ['submitting', 'cancelled', 'needs_review'],
   submitting: ['confirmed', 'failed', 'pending', 'outcome_unknown', 'needs_review'],
   pending: ['confirmed', 'failed', 'outcome_unknown', 'needs_review'],
@@ -36,10 +40,14 @@ const NEXT: Record<State, readonly State[]> = {
 
 /** Moves allowed for some review reasons only. */
 const ONLY_FOR_REASON: Partial<Record<`${State}>${State}`, readonly string[]>> = {
-  'approved>needs_review': ['payload_tampered', 'duplicate', 'mismatch'],
-  'confirmed>needs_review': ['duplicate'],
-  'failed>needs_review': ['duplicate', 'mismatch'],
+  'proposed>needs_review': ['escalated'],
+  'approved>needs_review': ['payload_tampered', 'duplicate', 'mismatch', 'escalated'],
+  'confirmed>needs_review': ['duplicate', 'escalated'],
+  'failed>needs_review': ['duplicate', 'mismatch', 'escalated'],
 };
+
+/** Review reasons only a person gives: `escalated` is `recon escalate`'s. */
+const PERSON_ONLY_REASONS: readonly string[] = ['escalated'];
 
 /** States only a person leaves. */
 const PERSON_ONLY_EXITS: readonly State[] = ['needs_review'];
@@ -63,6 +71,8 @@ function refusal(from: State, to: State, m: Mover): string | null {
   const reasons = ONLY_FOR_REASON[`${from}>${to}`];
   if (reasons && !reasons.includes(m.review_reason ?? ''))
     return `${from} → ${to} is only for review reason ${reasons.join(' or ')}`;
+  if (to === 'needs_review' && PERSON_ONLY_REASONS.includes(m.review_reason ?? '') && m.by !== 'person')
+    return `review reason ${m.review_reason} is given by a person (recon escalate)`;
   if (PERSON_ONLY_EXITS.includes(from) && m.by !== 'person')
     return `only a person leaves ${from} (recon review resolve, recon attach)`;
   return null;

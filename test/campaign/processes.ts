@@ -14,7 +14,7 @@ import type { Deliver } from './webhooks.js';
 import type { CampaignWorld } from './world.js';
 
 /** Exit codes that are an answer, not a failure: run 5 (provider unavailable) and 8 (reviews open), audit 8 (duplicates). */
-const OK_EXITS = { run: [0, 5, 8], lookup: [0, 5, 8], submit: [0], audit: [0, 8] };
+const OK_EXITS = { run: [0, 5, 8], lookup: [0, 5, 8], submit: [0, 7], audit: [0, 8] };
 
 export class Processes {
   readonly errors: Violation[] = [];

@@ -78,14 +78,14 @@ describe('recon demo', () => {
       expect(rowOf(before, 'ship:ord_1003')).toMatch(/outcome_unknown/);
       expect(rowOf(after, 'ship:ord_1003')).toMatch(/confirmed/);
       expect(rowOf(after, 'ship:ord_1005')).toMatch(/needs_review.*key_retention/);
-      expect(before).toMatch(/^id\s+provider\s+action\s+state/m);
+      expect(before).toMatch(/^id\tprovider\taction\tstate/m);
 
       const show = section(out, 'recon ops show refund:ord_1001');
       expect(show).toContain('Timeline');
       expect(show).toMatch(/outcome_unknown → confirmed/);
 
       const audit = section(out, 'recon audit duplicates');
-      expect(audit).toMatch(/same_charge_amount.*re_\w+ re_\w+/);
+      expect(audit).toMatch(/same_charge_amount.*re_\w+\s+re_\w+/);
       expect(fs.readdirSync(dir)).toEqual([]);
     },
   );
@@ -101,7 +101,8 @@ function section(out: string, title: string): string {
 }
 
 function rowOf(table: string, id: string): string {
-  const row = table.split('\n').find((l) => l.startsWith(`${id} `));
+  // Piped, a table is tab-separated (issue 26).
+  const row = table.split('\n').find((l) => l.startsWith(`${id}\t`));
   expect(row, `table has a row for ${id}`).toBeDefined();
   return row!;
 }

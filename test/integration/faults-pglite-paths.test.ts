@@ -54,7 +54,10 @@ describe('pglite: paths that cannot be a store', () => {
 
   it('a read-only folder: exit 6 with a hint about permissions, not a raw EACCES', async () => {
     const parent = path.join(root, 'readonly');
-    fs.mkdirSync(parent);
+    // The (empty) store folder exists: a command that does not create stores stops at a missing one
+    // (exit 6, "no recon store at …") before it would try to write.
+    fs.mkdirSync(path.join(parent, 'db'), { recursive: true });
+    fs.chmodSync(path.join(parent, 'db'), 0o555);
     fs.chmodSync(parent, 0o555);
     // root ignores file modes: run the CLI as an unprivileged user then, from a copy it can read
     // when the clone sits where that user cannot enter (e.g. /root).

@@ -84,7 +84,9 @@ export async function submit(
   world: World,
   id: string,
 ): Promise<{ state: string; result: { outcome: string; error_class: string | null } }> {
-  return expectExit(await world.recon(['ops', 'submit', id, '--json']), 0).json;
+  const r = await world.recon(['ops', 'submit', id, '--json']);
+  // Exit 7 exactly when the attempt ended outcome_unknown (SPEC §7), else 0.
+  return expectExit(r, (r.json as { state?: string } | undefined)?.state === 'outcome_unknown' ? 7 : 0).json;
 }
 
 /** `recon run --json`; the exit code is checked by the caller (8 when a review exists). */

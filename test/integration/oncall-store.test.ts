@@ -107,7 +107,8 @@ describe('recon run', () => {
       ).toBe(0);
       for (const id of ['refund:a', 'refund:b']) {
         const s = await store.recon(['ops', 'submit', id], { env });
-        expect(s.code, s.stderr).toBe(0);
+        // The provider is unreachable: outcome_unknown, exit 7 (SPEC §7).
+        expect(s.code, s.stderr).toBe(7);
       }
       const esc = await store.recon(['escalate', 'refund:b', '--reason', 'customer called'], { env });
       expect(esc.code, esc.stderr).toBe(0);
@@ -165,7 +166,8 @@ describe('ops submit', () => {
     try {
       await store.recon(['ops', 'record', '-'], { env: STRIPE_ENV, input: ndjson([refund('refund:s1')]) });
       const r = await store.recon(['ops', 'submit', 'refund:s1'], { env: STRIPE_ENV });
-      expect(r.code, r.stderr).toBe(0);
+      // The provider is unreachable: outcome unknown, exit 7 (SPEC §7).
+      expect(r.code, r.stderr).toBe(7);
       expect(r.stdout).toMatch(/refund:s1: attempt 1 → outcome_unknown/);
     } finally {
       await store.release();

@@ -102,14 +102,21 @@ export function reconTty(
     cwd?: string;
     env?: Record<string, string | undefined>;
     cols?: number;
+    rows?: number;
     keys?: string;
     /** Type `keys` once the screen shows this (e.g. a prompt's "(y/N)"). */
     waitFor?: RegExp;
   } = {},
 ): Promise<TtyResult> {
   const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-  const cmd = `stty cols ${opts.cols ?? 100} rows 50; ${quote(process.execPath)} ${quote(RECON_BIN)} ${args.map(quote).join(' ')}`;
-  const env = cleanEnv({ TERM: 'xterm', XDG_CONFIG_HOME: path.join(os.tmpdir(), 'recon-oncall-no-xdg'), ...opts.env });
+  const cmd = `stty cols ${opts.cols ?? 100} rows ${opts.rows ?? 50}; ${quote(process.execPath)} ${quote(RECON_BIN)} ${args.map(quote).join(' ')}`;
+  // PAGER=cat unless a test names one: a pager waiting for a key would hold the test until its timeout.
+  const env = cleanEnv({
+    TERM: 'xterm',
+    PAGER: 'cat',
+    XDG_CONFIG_HOME: path.join(os.tmpdir(), 'recon-oncall-no-xdg'),
+    ...opts.env,
+  });
   delete env.NO_COLOR;
   if (opts.env && 'NO_COLOR' in opts.env && opts.env.NO_COLOR !== undefined) env.NO_COLOR = opts.env.NO_COLOR;
   return new Promise((resolve, reject) => {

@@ -4,6 +4,7 @@
  * decision, amounts in major units, Ctrl-C at a prompt, one error prefix, usage exit codes.
  */
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
@@ -94,12 +95,13 @@ function tableLines(screen: string): string[] {
 
 describe('tables on a terminal', () => {
   it('have no rule between rows, wrap to the terminal width and never break the box', async () => {
-    const r = await tty(['ops', 'list'], { cols: 72 });
+    // Wide enough for the 57-character ids (narrower, the list is one record per block: issue 26 below).
+    const r = await tty(['ops', 'list'], { cols: 200 });
     expect(r.code, r.screen).toBe(0);
     const lines = tableLines(r.screen);
     expect(lines.length).toBeGreaterThan(6);
     for (const l of lines) {
-      expect([...l].length, l).toBeLessThanOrEqual(72);
+      expect([...l].length, l).toBeLessThanOrEqual(200);
       expect(l, l).toMatch(/^[┌│├└].*[┐│┤┘]$/);
     }
     expect(lines.filter((l) => l.startsWith('├'))).toHaveLength(1); // only under the header
@@ -219,5 +221,128 @@ describe('errors', () => {
     child.kill('SIGINT');
     expect(Number(chosen)).toBeGreaterThan(0);
     expect(err).toContain(`http://127.0.0.1:${chosen}`);
+  });
+});
+
+/**
+ * Issue 26: at 60, 80 and 120 columns, ids, amounts, states and times are never split, the box
+ * never breaks (a CJK client reference is two columns a character), empty columns are dropped,
+ * and when the atoms do not fit the table becomes one record per block. Run after the tests above:
+ * refund:ord_399 is in review, the three long ids confirmed.
+ */
+describe('issue 26: tables at 60, 80 and 120 columns', () => {
+  const cjk = 'refund:ord_cjk';
+  const atoms = [
+    'refund:ord_399',
+    'refund:ord_cjk',
+    'outcome_unknown',
+    'needs_review',
+    '25.99 USD',
+    '42.42 USD',
+    '返金注文テスト',
+  ];
+  const screens: string[] = [];
+
+  beforeAll(async () => {
+    const op = refund(cjk, {
+      client_reference: '返金注文テスト',
+      payload: { payment_intent: pi, amount: 2599, currency: 'usd' },
+    });
+    expect((await run(['ops', 'record', '-'], JSON.stringify(op))).code).toBe(0);
+    sandbox.faults.inject({ kind: 'drop_before_commit' }, { times: 3 });
+    expect((await run(['ops', 'submit', cjk, '--json'])).json.state).toBe('outcome_unknown');
+    sandbox.faults.clear();
+  });
+  afterAll(() => {
+    if (process.env.RECON_SCREENS) fs.writeFileSync(process.env.RECON_SCREENS, screens.join('\n'));
+  });
+
+  const commands = [
+    ['ops', 'list', '--unresolved'],
+    ['ops', 'show', 'refund:ord_399'],
+    ['review', 'list'],
+    ['run', '--dry-run'],
+  ];
+  for (const cols of [60, 80, 120]) {
+    it(`at ${cols} columns, no line is wider than the window and no atom is split`, async () => {
+      for (const args of commands) {
+        const r = await tty(args, { cols });
+        expect([0, 5, 8], r.screen).toContain(r.code);
+        const screen = plain(r.screen);
+        screens.push(`$ recon ${args.join(' ')}    # ${cols} columns\n${screen}`);
+        const tables = tableLines(screen);
+        const width = (l: string) => [...l].reduce((w, c) => w + (/[\u3000-\u9fff\uff00-\uffef]/.test(c) ? 2 : 1), 0);
+        for (const l of tables) {
+          expect(width(l), `${args.join(' ')} at ${cols}:\n${screen}`).toBeLessThanOrEqual(cols);
+          expect(l, `${args.join(' ')} at ${cols}:\n${screen}`).toMatch(/^[┌│├└].*[┐│┤┘]$/);
+        }
+        // Every line of one table (from ┌ to └) is as wide as the others: the box is whole.
+        const boxes: string[][] = [];
+        for (const l of tables) (l.startsWith('┌') ? boxes[boxes.push([]) - 1] : boxes[boxes.length - 1]).push(l);
+        for (const box of boxes) expect(new Set(box.map(width)).size, screen).toBe(1);
+        // Every id, amount, state and time the same command prints piped is on the screen whole.
+        // (`run` on a terminal lists only what needs attention: its piped rows are not all on screen.)
+        const piped = args[0] === 'run' ? '' : (await run(args)).stdout;
+        for (const atom of atoms.filter((x) => piped.includes(x)))
+          expect(screen, `${atom} split at ${cols}`).toContain(atom);
+        for (const time of piped.match(/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/g) ?? [])
+          expect(screen, `${time} split at ${cols}`).toContain(time);
+        const ids = screen.match(/re_[A-Za-z0-9]+/g) ?? [];
+        const full = sandbox.refunds().map((x) => x.id);
+        for (const id of ids) expect(full, `${id} is cut at ${cols}:\n${screen}`).toContain(id);
+      }
+    });
+  }
+
+  it('ops list at 120 columns shows the CJK client reference inside a whole box and drops empty columns', async () => {
+    const screen = plain((await tty(['ops', 'list', '--unresolved'], { cols: 120 })).screen);
+    expect(screen).toContain('返金注文テスト');
+    expect(screen).toMatch(/│ attempts/);
+    // No unresolved operation has a linked provider transaction: the column is left out.
+    expect(screen).not.toContain('provider txn');
+    expect(screen).toMatch(/refund:ord_cjk/);
+  });
+
+  it('piped, a table is tab-separated columns, every column kept', async () => {
+    const r = await run(['ops', 'list', '--unresolved']);
+    const [head, ...rows] = r.stdout.trim().split('\n');
+    expect(head.split('\t')).toEqual([
+      'id',
+      'provider',
+      'action',
+      'state',
+      'amount',
+      'attempts',
+      'age',
+      'provider txn',
+      'review',
+      'client ref',
+    ]);
+    for (const row of rows) expect(row.split('\t')).toHaveLength(10);
+    expect(r.stdout).not.toMatch(/[┌│]/);
+  });
+
+  it('long output goes through $PAGER on a terminal; --no-pager and a pipe print it directly', async () => {
+    const paged = plain(
+      (await tty(['ops', 'show', 'refund:ord_399'], { cols: 80, rows: 10, env: { ...env, PAGER: 'sed s/^/PAGED:/' } }))
+        .screen,
+    );
+    expect(paged).toMatch(/^PAGED:refund:ord_399/m);
+    const direct = plain(
+      (
+        await tty(['--no-pager', 'ops', 'show', 'refund:ord_399'], {
+          cols: 80,
+          rows: 10,
+          env: { ...env, PAGER: 'sed s/^/PAGED:/' },
+        })
+      ).screen,
+    );
+    expect(direct).not.toContain('PAGED:');
+    expect(direct).toContain('refund:ord_399');
+    const short = plain(
+      (await tty(['ops', 'list', '--unresolved'], { cols: 120, rows: 50, env: { ...env, PAGER: 'sed s/^/PAGED:/' } }))
+        .screen,
+    );
+    expect(short).not.toContain('PAGED:');
   });
 });

@@ -45,21 +45,28 @@ describe('formatDuration', () => {
   it.each([
     [0, '0s'],
     [500, '500ms'],
-    [1_500, '1s500ms'],
-    [30_000, '30s'],
-    [192_000, '3m12s'],
-    [192_999, '3m12s'],
+    [1_500, '1s'],
+    [33_066, '33s'],
+    [56_400, '56s'],
+    [13 * 60_000 + 20_000, '13m'],
+    [192_999, '3m'],
+    [2 * 3_600_000 + 5 * 60_000, '2h 5m'],
     [7_200_000, '2h'],
-    [100_800_000, '1d4h'],
+    [100_800_000, '1d 4h'],
     [86_400_000 + 5 * 60_000, '1d'],
-    [-192_000, '-3m12s'],
+    [-192_000, '-3m'],
+    [-(2 * 3_600_000 + 5 * 60_000), '-2h 5m'],
     [0.4, '0s'],
   ])('%d ms is %j', (ms, text) => {
     expect(formatDuration(ms)).toBe(text);
   });
 
+  it('is the one formatter: `not found for 33s66ms` is gone (issue 26)', () => {
+    expect(formatDuration(33_066)).toBe('33s');
+  });
+
   it('round-trips through parseDuration for two-unit values', () => {
-    for (const ms of [500, 1_500, 192_000, 7_200_000, 100_800_000, 604_800_000]) {
+    for (const ms of [500, 1_000, 180_000, 7_500_000, 100_800_000, 604_800_000]) {
       expect(parseDuration(formatDuration(ms), 'x')).toBe(ms);
     }
   });

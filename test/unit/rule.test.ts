@@ -243,7 +243,7 @@ const cases: Case[] = [
     decision: 'wait',
     rule: RULES.window,
     state: 'outcome_unknown',
-    explanation: 'not found for 3m12s, window 10m: waiting',
+    explanation: 'not found for 3m, window 10m: waiting',
   },
   {
     name: 'one millisecond before the window ends: still wait',
@@ -337,7 +337,7 @@ const cases: Case[] = [
     state: 'needs_review',
     reason: 'key_retention',
     explanation:
-      'not found for 21h35m, but the key is 21h36m old (retention 1d, margin 2h24m) and the lookup is not authoritative: needs review',
+      'not found for 21h 35m, but the key is 21h 36m old (retention 1d, margin 2h 24m) and the lookup is not authoritative: needs review',
   },
   {
     name: "the provider's clock ahead within the margin: the key's age on its clock (non-authoritative: review)",
@@ -366,7 +366,7 @@ const cases: Case[] = [
     rule: RULES.keyRetention,
     state: 'needs_review',
     reason: 'key_retention',
-    explanation: `not found for 1h59m, but the provider's clock (${now(27 * HOUR).toISOString()}) and recon's (${now(2 * HOUR).toISOString()}) disagree by more than 2h24m: whether the provider still holds the key is unknown: needs review`,
+    explanation: `not found for 1h 59m, but the provider's clock (${now(27 * HOUR).toISOString()}) and recon's (${now(2 * HOUR).toISOString()}) disagree by more than 2h 24m: whether the provider still holds the key is unknown: needs review`,
   },
   {
     name: 'past key retention with an authoritative lookup: retry',

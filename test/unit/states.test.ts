@@ -3,7 +3,11 @@ import { assertTransition, canTransition, isState, isTerminal, isUnresolved } fr
 import { RefusedError } from '../../src/errors.js';
 import { STATES, type State } from '../../src/types.js';
 
-/** SPEC §3, plus submitting → needs_review (a 400 idempotency_error on submit, documented in states.ts). */
+/**
+ * SPEC §3 without a review reason, plus submitting → needs_review (a 400 idempotency_error on
+ * submit, documented in states.ts). The moves into needs_review that need a reason (escalated by a
+ * person from any state but cancelled; duplicate, mismatch, payload_tampered) are tested below.
+ */
 const ALLOWED: Record<State, State[]> = {
   proposed: ['approved', 'cancelled'],
   approved: ['submitting', 'cancelled'],
@@ -52,12 +56,23 @@ describe('the state machine of SPEC §3', () => {
     expect(canTransition('proposed', 'submitting')).toBe(false);
   });
 
-  it('terminal states go nowhere, not even to themselves', () => {
+  it('terminal states go nowhere without a review reason, not even to themselves', () => {
     for (const t of ['confirmed', 'failed', 'cancelled'] as const) {
       expect(isTerminal(t)).toBe(true);
       for (const to of STATES) expect(canTransition(t, to)).toBe(false);
     }
     expect(isTerminal('needs_review')).toBe(false);
+  });
+
+  it('a person may escalate any state but cancelled to needs_review (reason escalated); the system may not', () => {
+    for (const from of STATES.filter((s) => s !== 'needs_review')) {
+      const byPerson = canTransition(from, 'needs_review', { by: 'person', review_reason: 'escalated' });
+      expect(byPerson, from).toBe(from !== 'cancelled');
+      expect(canTransition(from, 'needs_review', { review_reason: 'escalated' }), from).toBe(false);
+    }
+    // The other reasons keep their own states: a rule never moves a confirmed operation for a mismatch.
+    expect(canTransition('confirmed', 'needs_review', { review_reason: 'mismatch' })).toBe(false);
+    expect(canTransition('confirmed', 'needs_review', { review_reason: 'duplicate' })).toBe(true);
   });
 
   it('unresolved is submitting, pending, outcome_unknown, needs_review', () => {
