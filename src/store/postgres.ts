@@ -5,8 +5,7 @@
 import type { Pool, PoolClient, QueryResult as PgResult } from 'pg';
 import { StoreLockedError } from '../errors.js';
 import type { Db, Queryable, QueryResult } from './db.js';
-import { redactUrl } from './db.js';
-import { registerSecret } from '../config/redact.js';
+import { REDACTED, redact, registerSecret } from '../config/redact.js';
 import * as codes from './pgcodes.js';
 
 const INT8_OID = 20;
@@ -49,7 +48,7 @@ export interface PostgresOptions {
 
 export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Db> {
   const pg = (await import('pg')).default;
-  const displayUrl = redactUrl(url);
+  const displayUrl = redact(url);
   const password = safePassword(url);
   // Whatever prints later (an error naming the URL, a driver message) is redacted of it too.
   registerSecret(password);
@@ -206,7 +205,7 @@ function normalise<T>(res: PgResult | PgResult[]): QueryResult<T> {
 export function toStoreError(err: unknown, displayUrl: string, password?: string): unknown {
   if (!isUnreachable(err)) return err;
   let reason = describe(err);
-  if (password) reason = reason.split(password).join('***');
+  if (password) reason = reason.split(password).join(REDACTED);
   return new StoreLockedError(`store unreachable: ${displayUrl}: ${reason}`, { cause: err });
 }
 
