@@ -133,7 +133,7 @@ export function trustedModulePath(module: string, where: string, spec: string, t
 let passwd: Map<number, string> | null = null;
 
 /** A user name for messages (`nobody (uid 65534)`); the uid alone when /etc/passwd does not list it. */
-function userName(uid: number): string {
+export function userName(uid: number): string {
   if (passwd === null) {
     passwd = new Map();
     try {

@@ -201,8 +201,16 @@ function normalise<T>(res: PgResult | PgResult[]): QueryResult<T> {
   return { rows: (last?.rows ?? []) as T[], rowCount: last?.rowCount ?? 0 };
 }
 
-/** Maps "cannot reach / log in to the server" to exit 6; statement errors pass unchanged. */
+/** Maps "cannot reach / log in to the server" and a full disk to exit 6; statement errors pass unchanged. */
 export function toStoreError(err: unknown, displayUrl: string, password?: string): unknown {
+  if (codes.pgCode(err) === codes.DISK_FULL) {
+    const reason = describe(err);
+    return new StoreLockedError(
+      `the store ${displayUrl} is out of disk space on the database server (${password ? reason.split(password).join(REDACTED) : reason}); ` +
+        'the change was not made (PostgreSQL rolled it back); free some space there, then run the command again',
+      { cause: err },
+    );
+  }
   if (!isUnreachable(err)) return err;
   let reason = describe(err);
   if (password) reason = reason.split(password).join(REDACTED);
