@@ -392,7 +392,7 @@ describe('store URL', () => {
       expect(() => parseStoreUrl(bad)).toThrow(UsageError);
     }
     expect(() => parseStoreUrl('mysql://u:hunter2@h/d')).toThrow(
-      /^invalid --db URL mysql:\/\/u:\*\*\*@h\/d: use postgres/,
+      /^invalid --db URL mysql:\/\/u:\[redacted\]@h\/d: use postgres/,
     );
     await expect(openStore('sqlite:x')).rejects.toBeInstanceOf(UsageError);
   });
