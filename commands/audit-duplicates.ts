@@ -16,6 +16,7 @@ import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printPaged } from './support/io.js';
 import { renderTable } from './support/style.js';
+import { csvRow } from './support/csv.js';
 import { formatAmount } from './support/format.js';
 import { shellQuote } from './support/shell.js';
 import { printable } from './support/terminal.js';
@@ -143,7 +144,7 @@ async function streamJson(out: Writable, db: Db, find: FindOptions, scans: Dupli
 }
 
 async function streamCsv(out: Writable, db: Db, find: FindOptions): Promise<number> {
-  await write(out, CSV_HEAD.join(','));
+  await write(out, csvRow(CSV_HEAD));
   const total = await forEachDuplicate(db, find, async (batch) => {
     const rows = csvRows(batch);
     if (rows.length) await write(out, `\n${rows.join('\n')}`);
@@ -167,18 +168,12 @@ const CSV_HEAD = [
   'recon_state',
 ];
 
-function csvCell(v: unknown): string {
-  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- any value, as String() prints it (a CSV cell)
-  const s = v === null || v === undefined ? '' : String(v);
-  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
-}
-
 function csvRows(duplicates: Duplicate[]): string[] {
   const rows: string[] = [];
   for (const d of duplicates) {
     for (const t of d.transactions) {
       rows.push(
-        [
+        csvRow([
           d.provider,
           d.kind,
           d.key,
@@ -191,9 +186,7 @@ function csvRows(duplicates: Duplicate[]): string[] {
           t.client_reference,
           t.recon_operation,
           t.recon_state,
-        ]
-          .map(csvCell)
-          .join(','),
+        ]),
       );
     }
   }

@@ -42,7 +42,8 @@ export function register(program: Command): void {
         try {
           await access(file);
         } catch {
-          await writeFile(file, JSON.stringify(CONFIG_TEMPLATE, null, 2) + '\n', { flag: 'wx' });
+          // Not group-writable even under umask 002: recon refuses a found config that group may write.
+          await writeFile(file, JSON.stringify(CONFIG_TEMPLATE, null, 2) + '\n', { flag: 'wx', mode: 0o644 });
           wrote = true;
         }
         const { openStore } = await import('../src/store/open.js');

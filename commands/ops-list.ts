@@ -9,7 +9,8 @@ import { STATES, UNRESOLVED_STATES, type State } from '../src/types.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { info, printJson, printPaged, println, type IO } from './support/io.js';
-import { csvRow, formatAmount } from './support/format.js';
+import { csvRow } from './support/csv.js';
+import { formatAmount } from './support/format.js';
 import { renderTable, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
 

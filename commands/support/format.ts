@@ -18,16 +18,6 @@ export function formatTime(d: Date | string | null | undefined): string {
     .replace(/\.\d+Z$/, ' UTC');
 }
 
-/** CSV: a field quoted when it holds a comma, quote or newline (RFC 4180). */
-export function csvRow(values: (string | number | null | undefined)[]): string {
-  return values
-    .map((v) => {
-      const s = v === null || v === undefined ? '' : String(v);
-      return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
-    })
-    .join(',');
-}
-
 /**
  * A wait says when a retry may be allowed. The uncertainty window counts from the first `not_found`
  * of the current streak (SPEC §4), not from the attempt: a lookup long after the attempt still waits.

@@ -7,8 +7,7 @@
  * (default `~/.config/recon/config.json`), else none; without a file, a provider `stripe` exists
  * when `STRIPE_API_KEY` is set.
  */
-import { readFile } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
 import { readAuditKeySource } from './audit-key.js';
@@ -16,7 +15,8 @@ import { substituteEnv, type Env } from './env.js';
 import { DEFAULT_CAPABILITIES, readProvider, withStripeEnvironment } from './providers.js';
 import { Section } from './read.js';
 import { redact, registerSecret } from './redact.js';
-import type { LoadedConfig, ProviderConfig, StripeProviderConfig } from './types.js';
+import { isCovered, readConfigFile } from './trust.js';
+import type { LoadedConfig, ProviderConfig, StripeProviderConfig, TrustList } from './types.js';
 import { dict } from '../lib/dict.js';
 
 const DEFAULT_CONFIG_FILE = 'recon.config.json';
@@ -31,10 +31,11 @@ export interface LoadConfigOptions {
 export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConfig> {
   const found = discover(options);
   if (found === null) return fromEnvironment(options.env);
-  let text: string;
+  let read: { text: string; untrusted: string | null };
   try {
-    text = await readFile(found.path, 'utf8');
+    read = await readConfigFile(found.path, found.source);
   } catch (err) {
+    if (err instanceof UsageError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
     throw new UsageError(
       code === 'ENOENT'
@@ -43,34 +44,102 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
       { cause: err },
     );
   }
+  const user = userConfigPath(options.env);
+  const isUserConfig = user !== null && path.resolve(user) === found.path;
+  let trust: TrustList | undefined;
+  const trustList = async (): Promise<TrustList> => (trust ??= await readTrustList(user, options.env));
+  if (read.untrusted !== null && !found.vouched) {
+    // The user's own config cannot vouch for itself: its trust list is read only when it is trusted.
+    if (isUserConfig || !isCovered((await trustList()).entries, found.path)) {
+      throw new UsageError(refusal(found.path, read.untrusted, isUserConfig ? null : (user ?? null)));
+    }
+  }
   const display = displayPath(found.path, options.cwd);
+  let loaded: LoadedConfig;
   try {
-    return parseConfig(text, { path: found.path, env: options.env });
+    loaded = parseConfig(read.text, { path: found.path, env: options.env, userConfig: isUserConfig });
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     // Redacted here, not only in the CLI: a message built from a substituted secret must not leak
     // through String(err) or a stack trace either.
     throw new UsageError(redact(`${display}: ${err.message}`));
   }
+  for (const provider of Object.values(loaded.providers)) {
+    if (provider.type === 'module') provider.trust = await trustList();
+  }
+  return loaded;
 }
 
 interface Found {
   path: string;
   /** What pointed at the file, for the "does not exist" message. */
   source: string;
+  /** Named by --config or RECON_CONFIG: the user vouches for it, whoever owns it. */
+  vouched: boolean;
 }
 
 function discover({ flag, env, cwd }: LoadConfigOptions): Found | null {
-  if (flag !== undefined && flag !== '') return { path: path.resolve(cwd, flag), source: '--config' };
+  if (flag !== undefined && flag !== '') return { path: path.resolve(cwd, flag), source: '--config', vouched: true };
   const fromEnv = env['RECON_CONFIG'];
-  if (fromEnv !== undefined && fromEnv !== '') return { path: path.resolve(cwd, fromEnv), source: 'RECON_CONFIG' };
+  if (fromEnv !== undefined && fromEnv !== '')
+    return { path: path.resolve(cwd, fromEnv), source: 'RECON_CONFIG', vouched: true };
   for (let dir = path.resolve(cwd); ; dir = path.dirname(dir)) {
     const candidate = path.join(dir, DEFAULT_CONFIG_FILE);
-    if (existsSync(candidate)) return { path: candidate, source: DEFAULT_CONFIG_FILE };
+    if (existsSync(candidate)) return { path: candidate, source: DEFAULT_CONFIG_FILE, vouched: false };
     if (path.dirname(dir) === dir) break;
   }
   const user = userConfigPath(env);
-  return user && existsSync(user) ? { path: user, source: user } : null;
+  return user && existsSync(user) ? { path: path.resolve(user), source: user, vouched: false } : null;
+}
+
+/** The one-line refusal of a config file found but not trusted: the file, its owner, the fix. */
+function refusal(file: string, reason: string, user: string | null): string {
+  const chmod = /writable by/.test(reason) ? `run \`chmod go-w ${file}\`, or, ` : '';
+  const trust = user !== null ? `, or add ${JSON.stringify(path.dirname(file))} to "trust" in ${user}` : '';
+  return (
+    `refusing the config file ${file}: ${reason}; a config decides what runs as you (module providers) and ` +
+    `where your keys are sent. ${chmod}if you trust it, name it with --config ${file} (or RECON_CONFIG)${trust}`
+  );
+}
+
+/**
+ * The `"trust"` list of the user's own config, read only when the file itself is trusted (owned by
+ * the user or root, not writable by group or others): a file anyone may write cannot vouch for
+ * anything. A list that does not parse vouches for nothing here; loading that file as the config
+ * reports the error.
+ */
+async function readTrustList(user: string | null, env: Env): Promise<TrustList> {
+  const none: TrustList = { entries: [], file: user };
+  if (user === null) return none;
+  let raw: unknown;
+  try {
+    const read = await readConfigFile(user, user);
+    if (read.untrusted !== null) return none;
+    raw = parseJson(read.text);
+  } catch {
+    return none;
+  }
+  const list = (raw as Record<string, unknown> | null)?.['trust'];
+  if (!Array.isArray(list)) return none;
+  const entries: string[] = [];
+  for (const item of list) {
+    const entry = typeof item === 'string' ? trustEntry(item, env) : null;
+    if (entry === null) continue;
+    entries.push(entry);
+    try {
+      entries.push(realpathSync(entry));
+    } catch {
+      // Not there (yet): the path as written.
+    }
+  }
+  return { entries, file: user };
+}
+
+/** An absolute path, or `~/…` from $HOME; null for anything else. */
+function trustEntry(item: string, env: Env): string | null {
+  const home = env['HOME'];
+  const expanded = item.startsWith('~/') && home ? path.join(home, item.slice(2)) : item;
+  return path.isAbsolute(expanded) ? path.resolve(expanded) : null;
 }
 
 /** `$XDG_CONFIG_HOME/recon/config.json`, default `~/.config/recon/config.json`. */
@@ -89,8 +158,11 @@ function displayPath(file: string, cwd: string): string {
   return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel) ? rel : file;
 }
 
-/** Parses and validates config text; `path` is used to resolve module providers. Throws UsageError. */
-export function parseConfig(text: string, where: { path: string; env: Env }): LoadedConfig {
+/**
+ * Parses and validates config text; `path` is used to resolve module providers; `userConfig`: the
+ * text is the user's own config, the one file that may hold `"trust"`. Throws UsageError.
+ */
+export function parseConfig(text: string, where: { path: string; env: Env; userConfig?: boolean }): LoadedConfig {
   const raw = parseJson(text);
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
     throw new UsageError('the config file must hold one JSON object such as {"providers": {...}}');
@@ -104,7 +176,8 @@ export function parseConfig(text: string, where: { path: string; env: Env }): Lo
     ...(rawProviders !== undefined ? { providers: rawProviders } : {}),
   };
   const unavailable = dict<string>();
-  const root = new Section(substituted, '', ['$schema', 'db', 'providers', 'auditKey']);
+  const root = new Section(substituted, '', ['$schema', 'db', 'providers', 'auditKey', 'trust']);
+  if (root.has('trust')) checkTrust(root, where);
   const auditKey = readAuditKeySource(root, path.dirname(where.path));
   const db = root.string('db', null);
   if (db !== null) registerDsnPassword(db);
@@ -132,6 +205,20 @@ export function parseConfig(text: string, where: { path: string; env: Env }): Lo
     ...(Object.keys(unavailable).length ? { unavailable } : {}),
     ...(auditKey ? { auditKey } : {}),
   };
+}
+
+/** `"trust"`: absolute paths (or `~/…`), and only in the user's own config. */
+function checkTrust(root: Section, where: { env: Env; userConfig?: boolean }): void {
+  if (!where.userConfig) {
+    throw new UsageError(
+      'trust: only your own config ($XDG_CONFIG_HOME/recon/config.json, default ~/.config/recon/config.json) can vouch for files; move this list there',
+    );
+  }
+  root.stringList('trust').forEach((item, i) => {
+    if (trustEntry(item, where.env) === null) {
+      throw new UsageError(`trust[${i}]: expected an absolute path (or ~/…) of a file or folder you vouch for`);
+    }
+  });
 }
 
 function fromEnvironment(env: Env): LoadedConfig {

@@ -126,14 +126,18 @@ function readStripe(name: string, s: Section, capabilities: ProviderCapabilities
   const webhookSecret = s.string('webhookSecret', null);
   registerSecret(webhookSecret);
   const apiBase = s.string('apiBase', null);
-  if (apiBase !== null) checkUrl(s.at('apiBase'), apiBase);
+  if (apiBase !== null && checkUrl(s.at('apiBase'), apiBase).authorization !== null) {
+    throw new UsageError(`${s.at('apiBase')}: must not hold credentials (user:password@); the key is apiKey`);
+  }
   return { name, type: 'stripe', capabilities, apiKey, apiBase, webhookSecret };
 }
 
 function readHttp(name: string, s: Section, capabilities: ProviderCapabilities): HttpProviderConfig {
-  const baseUrl = s.string('baseUrl');
-  checkUrl(s.at('baseUrl'), baseUrl);
+  const { url: baseUrl, authorization } = checkUrl(s.at('baseUrl'), s.string('baseUrl'));
   const headers = s.stringMap('headers');
+  if (authorization !== null && !Object.keys(headers).some((h) => h.toLowerCase() === 'authorization')) {
+    headers['Authorization'] = authorization;
+  }
   // Every header value is treated as a secret: Authorization is the common case, API-key headers the next.
   for (const value of Object.values(headers)) registerSecret(value);
   const request = (key: string, method: string) => {
@@ -238,7 +242,12 @@ function readModule(
   };
 }
 
-function checkUrl(where: string, value: string): void {
+/**
+ * A URL recon will call, and the credentials written in it: `https://user:pw@host` is a secret like
+ * any other (registered for redaction), and fetch refuses a URL that carries one, so it is taken out
+ * of the URL and returned as an HTTP Basic `Authorization` value.
+ */
+function checkUrl(where: string, value: string): { url: string; authorization: string | null } {
   let url: URL;
   try {
     url = new URL(value);
@@ -248,6 +257,19 @@ function checkUrl(where: string, value: string): void {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new UsageError(`${where}: must start with https:// (or http:// for a local sandbox)`);
   }
+  if (url.username === '' && url.password === '') return { url: value, authorization: null };
+  const user = decodeURIComponent(url.username);
+  const password = decodeURIComponent(url.password);
+  registerSecret(url.password);
+  registerSecret(password);
+  if (url.password === '') registerSecret(user);
+  const authorization = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+  registerSecret(authorization);
+  url.username = '';
+  url.password = '';
+  // URL adds a '/' to a bare origin; the rest of the text is kept as written.
+  const bare = url.toString();
+  return { url: /\/$/.test(value) || url.pathname !== '/' ? bare : bare.replace(/\/$/, ''), authorization };
 }
 
 /**

@@ -4,7 +4,8 @@
  */
 import { dict } from '../lib/dict.js';
 
-const REDACTED = '[redacted]';
+/** The one marker that stands for a secret in everything recon prints or stores. */
+export const REDACTED = '[redacted]';
 
 /** Shorter values are not registered: redacting every "abc" in a message would hide more than it protects. */
 const MIN_SECRET_LENGTH = 4;
@@ -16,18 +17,30 @@ let ordered: string[] = [];
 /** Environment variables whose values are secrets wherever they are substituted. */
 export const SECRET_ENV_NAME = /KEY|TOKEN|SECRET|PASSWORD/i;
 
-const PATTERNS: Array<[RegExp, string]> = [
+const PATTERNS: Array<[RegExp, string | ((...groups: string[]) => string)]> = [
   // Stripe secret and restricted keys, webhook signing secrets.
   [/\b(?:sk|rk)_(?:test|live)_[A-Za-z0-9_]+/g, REDACTED],
   [/\bwhsec_[A-Za-z0-9+/=_-]+/g, REDACTED],
-  // The password of postgres://user:password@host/db; the user name stays, it helps debugging.
+  // The password of postgres://user:password@host/db, as libpq reads it (it may hold a '/').
   [/\b(postgres(?:ql)?:\/\/[^:/@\s]*:)[^@\s]+@/gi, `$1${REDACTED}@`],
+  // Any URL's user-info (scheme://user:password@host): the password goes, the user name stays (a
+  // store URL's role helps debugging); a user-info without a password is replaced whole (it may be
+  // a token, https://TOKEN@host) unless it is a store URL's role. Up to the last '@' before the
+  // path, as URL parsers read it, so a password holding '@' is hidden whole.
+  [/\b([a-z][a-z0-9+.-]*:\/\/)([^\s/?#"'<>\\]*)@/gi, userInfo],
   // libpq also takes it as a parameter: postgres://user@host/db?password=… (and sslpassword for a key).
   [/([?&](?:ssl)?password=)[^&\s"']+/gi, `$1${REDACTED}`],
 ];
 
+function userInfo(_match: string, scheme: string, info: string): string {
+  const colon = info.indexOf(':');
+  if (colon !== -1) return `${scheme}${info.slice(0, colon)}:${REDACTED}@`;
+  if (info === REDACTED || /^postgres(?:ql)?:/i.test(scheme)) return `${scheme}${info}@`;
+  return `${scheme}${REDACTED}@`;
+}
+
 /** Cheap test that every PATTERNS match needs; most strings (ids, statuses, amounts) fail it. */
-const MAY_MATCH_PATTERN = /(?:sk|rk)_(?:test|live)_|whsec_|postgres|password=/i;
+const MAY_MATCH_PATTERN = /(?:sk|rk)_(?:test|live)_|whsec_|:\/\/[^\s]*@|password=/i;
 
 export function registerSecret(value: string | null | undefined): void {
   if (typeof value !== 'string' || value.length < MIN_SECRET_LENGTH || secrets.has(value)) return;
@@ -38,14 +51,18 @@ export function registerSecret(value: string | null | undefined): void {
   ordered = [...secrets].sort((a, b) => b.length - a.length);
 }
 
-/** Replaces every registered secret and anything that looks like a key or a DSN password with `[redacted]`. */
+/**
+ * Replaces every registered secret and anything that looks like a key, a URL's password or token
+ * (`scheme://user:pw@host`, `?password=`) with `[redacted]`: the one redaction of recon, for every
+ * line it prints and everything it stores from a provider (store URLs included: `Db.displayUrl`).
+ */
 export function redact(text: string): string {
   let out = String(text);
   for (const secret of ordered) {
     if (out.includes(secret)) out = out.split(secret).join(REDACTED);
   }
   if (!MAY_MATCH_PATTERN.test(out)) return out;
-  for (const [pattern, replacement] of PATTERNS) out = out.replace(pattern, replacement);
+  for (const [pattern, replacement] of PATTERNS) out = out.replace(pattern, replacement as (m: string) => string);
   return out;
 }
 

@@ -103,6 +103,15 @@ export interface ModuleProviderConfig extends BaseProviderConfig {
   options: Record<string, unknown>;
   /** Only the capabilities written in the config: they override what the module declares. */
   capabilityOverrides: Partial<ProviderCapabilities>;
+  /** What vouches for the module file beyond its ownership (src/config/trust.ts); none when absent. */
+  trust?: TrustList;
+}
+
+/** The `"trust"` list of the user's own config: absolute paths of files or folders vouched for. */
+export interface TrustList {
+  entries: string[];
+  /** The user's own config file, named in messages as where to add an entry. */
+  file: string | null;
 }
 
 export type ProviderConfig = StripeProviderConfig | HttpProviderConfig | ModuleProviderConfig;

@@ -37,19 +37,3 @@ export interface Db extends Queryable {
   /** Closes connections and, for an embedded store, releases its lock file. Idempotent. */
   close(): Promise<void>;
 }
-
-/** `postgres://user:secret@host/db` → `postgres://user:***@host/db` (and `?password=secret`); other URLs unchanged. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    // libpq takes the password as a parameter too: postgres://user@host/db?password=…
-    for (const key of [...u.searchParams.keys()]) {
-      if (/^(ssl)?password$/i.test(key)) u.searchParams.set(key, '***');
-    }
-    return u.toString();
-  } catch {
-    // An unparseable URL may still hold a secret after "user:"; hide everything before '@'.
-    return url.replace(/\/\/[^@/]*@/, '//***@');
-  }
-}

@@ -4,7 +4,7 @@
  */
 import { UsageError } from '../errors.js';
 import type { Db } from './db.js';
-import { redactUrl } from './db.js';
+import { redact } from '../config/redact.js';
 import { migrate, refuseNewer, schemaStatus, SchemaVersionError } from './migrate.js';
 
 const DEFAULT_STORE_URL = 'pglite:.recon/db';
@@ -23,7 +23,7 @@ export function parseStoreUrl(url: string): StoreTarget {
     try {
       new URL(url);
     } catch {
-      throw new UsageError(`invalid --db URL ${redactUrl(url)}: not a valid postgres:// URL`);
+      throw new UsageError(`invalid --db URL ${redact(url)}: not a valid postgres:// URL`);
     }
     return { kind: 'postgres', url };
   }
@@ -33,7 +33,7 @@ export function parseStoreUrl(url: string): StoreTarget {
     return { kind: 'pglite', path };
   }
   if (url === 'memory:') return { kind: 'memory' };
-  throw new UsageError(`invalid --db URL ${redactUrl(url)}: use postgres://…, postgresql://…, pglite:PATH or memory:`);
+  throw new UsageError(`invalid --db URL ${redact(url)}: use postgres://…, postgresql://…, pglite:PATH or memory:`);
 }
 
 export interface OpenStoreOptions {

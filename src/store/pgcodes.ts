@@ -11,6 +11,8 @@ export const INVALID_AUTHORIZATION_SPECIFICATION = '28000';
 export const INVALID_CATALOG_NAME = '3D000';
 export const CANNOT_CONNECT_NOW = '57P03';
 export const TOO_MANY_CONNECTIONS = '53300';
+/** No space left on the disk that holds the data (PostgreSQL rolls the transaction back). */
+export const DISK_FULL = '53100';
 export const ADMIN_SHUTDOWN = '57P01';
 /** The server is restarting after a crash or an immediate shutdown (`pg_ctl stop -m immediate`). */
 export const CRASH_SHUTDOWN = '57P02';

@@ -10,6 +10,8 @@ import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
 import type { Db, Queryable, QueryResult } from './db.js';
 import { ReconError, StoreLockedError, UsageError } from '../errors.js';
 import { acquireLock, type StoreLock } from './lock.js';
+import { DISK_FULL, pgCode } from './pgcodes.js';
+import { userName } from '../config/trust.js';
 
 const NUMERIC_OID = 1700;
 
@@ -26,8 +28,9 @@ export interface OpenPgliteOptions {
 export async function openPglite(displayUrl: string, dataDir?: string, opts: OpenPgliteOptions = {}): Promise<Db> {
   let lock: StoreLock | undefined;
   let absDir: string | undefined;
+  let fresh: 'new' | 'empty' | false = false;
   if (dataDir !== undefined) {
-    absDir = prepareDataDir(dataDir, displayUrl);
+    ({ dir: absDir, fresh } = prepareDataDir(dataDir, displayUrl));
     lock = acquireLock(`${absDir}.lock`, displayUrl);
   }
   let pg: PGlite;
@@ -52,8 +55,12 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
       seeded = res.rows.map((r) => r.version).sort((a, b) => a - b);
     }
   } catch (err) {
+    // A store that could not be created is not left half-written, to be taken for a damaged one later.
+    if (fresh && absDir) removeContents(absDir, fresh === 'new');
     lock?.release();
     if (err instanceof ReconError) throw err;
+    const problem = fsProblem(err);
+    if (problem) throw fsError(problem, err, displayUrl, absDir, fresh ? 'nothing was kept' : null);
     const e = pgliteError(err, displayUrl);
     throw new StoreLockedError(
       `cannot open the embedded store ${displayUrl}: ${e.message}; is ${absDir} a recon store written by a ` +
@@ -61,7 +68,7 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
       { cause: err },
     );
   }
-  const db = wrap(pg, displayUrl, lock);
+  const db = wrap(pg, displayUrl, lock, absDir);
   if (seeded) createdFromTemplate.set(db, seeded);
   return db;
 }
@@ -93,17 +100,26 @@ export async function dumpMigratedStore(): Promise<Uint8Array> {
   }
 }
 
-function wrap(pg: PGlite, displayUrl: string, lock?: StoreLock): Db {
+function wrap(pg: PGlite, displayUrl: string, lock?: StoreLock, absDir?: string): Db {
   let closed = false;
+  // A full disk or a folder turned read-only under a running store: exit 6 with what to fix.
+  // PostgreSQL rolled the statement's transaction back, so the change was not made.
+  const storeError = (err: unknown): unknown => {
+    const problem = err instanceof ReconError ? null : fsProblem(err);
+    return problem ? fsError(problem, err, displayUrl, absDir, 'the change was not made') : err;
+  };
   return {
     kind: 'pglite',
     displayUrl,
-    query: (sql, params) => run(pg, sql, params),
+    query: <T>(sql: string, params?: unknown[]) =>
+      run<T>(pg, sql, params).catch((err: unknown) => {
+        throw storeError(err);
+      }),
     transaction: <T>(fn: (tx: Queryable) => Promise<T>) =>
       pg
         .transaction((tx) => fn({ query: (sql, params) => run(tx, sql, params) }))
         .catch((err: unknown) => {
-          throw pgliteError(err, displayUrl);
+          throw storeError(pgliteError(err, displayUrl));
         }),
     async close() {
       if (closed) return;
@@ -206,9 +222,11 @@ export function pgliteError(err: unknown, where: string): Error {
 /**
  * The data folder's real path (so a symlink to a store takes the same lock as the store itself),
  * after checking that it can be a store: a folder (or nothing yet) that is empty or holds a PostgreSQL
- * data directory. Someone else's non-empty folder is refused rather than filled with PostgreSQL files.
+ * data directory that this user may read and write. Someone else's non-empty folder is refused
+ * rather than filled with PostgreSQL files. `fresh`: the store does not exist yet (`new`: nor its
+ * folder; `empty`: an empty folder), so a failed creation may remove what it wrote.
  */
-function prepareDataDir(dataDir: string, displayUrl: string): string {
+function prepareDataDir(dataDir: string, displayUrl: string): { dir: string; fresh: 'new' | 'empty' | false } {
   const abs = path.resolve(dataDir);
   let stat: fs.Stats | undefined;
   try {
@@ -216,24 +234,140 @@ function prepareDataDir(dataDir: string, displayUrl: string): string {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOTDIR') throw notAFolder(abs, displayUrl);
+    if (code === 'EACCES' || code === 'EPERM') throw fsError('permission', err, displayUrl, abs, null);
     if (code !== 'ENOENT') throw err;
   }
   if (stat && !stat.isDirectory()) throw notAFolder(abs, displayUrl);
   if (stat) {
     const real = fs.realpathSync(abs);
-    const entries = fs.readdirSync(real);
+    let entries: string[];
+    try {
+      entries = fs.readdirSync(real);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EACCES' || code === 'EPERM') throw fsError('permission', err, displayUrl, real, null);
+      throw err;
+    }
     if (entries.length > 0 && !entries.includes('PG_VERSION')) {
       throw new UsageError(
         `${displayUrl}: ${abs} is not empty and is not a recon store (no PG_VERSION in it); ` +
           `give a new or empty folder for the store, e.g. pglite:${path.join(dataDir, '.recon', 'db')}`,
       );
     }
-    return real;
+    if (entries.length > 0) checkWritable(real, displayUrl);
+    return { dir: real, fresh: entries.length === 0 ? 'empty' : false };
   }
   // Not there yet: create its parent (mode 0700 for what we create) and resolve that.
   const parent = path.dirname(abs);
   mkdir(parent, displayUrl);
-  return path.join(fs.realpathSync(parent), path.basename(abs));
+  return { dir: path.join(fs.realpathSync(parent), path.basename(abs)), fresh: 'new' };
+}
+
+/**
+ * PostgreSQL writes into its data folder on every start: a store this user may only read would fail
+ * inside PGlite with "failed to initialize properly", read as a damaged store. Checked up front on
+ * the folders it writes (root passes, except on a read-only file system: the lock file reports that).
+ */
+function checkWritable(dir: string, displayUrl: string): void {
+  for (const p of [
+    dir,
+    ...['global', 'base', 'pg_wal', path.join('global', 'pg_control')].map((d) => path.join(dir, d)),
+  ]) {
+    try {
+      fs.accessSync(p, fs.constants.R_OK | fs.constants.W_OK);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS')
+        throw fsError('permission', err, displayUrl, p, null);
+      if (code !== 'ENOENT') throw err;
+    }
+  }
+}
+
+/** Empties a store folder that could not be created: the folder itself goes if this run made it. */
+function removeContents(dir: string, ours: boolean): void {
+  try {
+    for (const entry of fs.readdirSync(dir)) fs.rmSync(path.join(dir, entry), { recursive: true, force: true });
+    if (ours) fs.rmdirSync(dir);
+  } catch {
+    // Nothing there, or not ours to remove: the error being reported says what happened.
+  }
+}
+
+/** ENOSPC/EDQUOT (Node's, or errno 51/19 of PGlite's file system) or PostgreSQL's disk_full. */
+const SPACE_ERRNOS = new Set(['ENOSPC', 'EDQUOT', 51, 19]);
+/** EACCES/EPERM/EROFS, Node's or PGlite's (errno 2/63/69). */
+const PERMISSION_ERRNOS = new Set(['EACCES', 'EPERM', 'EROFS', 2, 63, 69]);
+
+/** Whether a failure is the file system's: out of space, or not allowed to write. */
+function fsProblem(err: unknown): 'space' | 'permission' | null {
+  const e = (err instanceof ReconError && err.cause !== undefined ? err.cause : err) as {
+    code?: unknown;
+    errno?: unknown;
+    name?: unknown;
+    message?: unknown;
+  } | null;
+  if (e === null || typeof e !== 'object') return null;
+  const errno = e.name === 'ErrnoError' ? e.errno : undefined;
+  const message = typeof e.message === 'string' ? e.message : '';
+  if (SPACE_ERRNOS.has(e.code as string) || SPACE_ERRNOS.has(errno as number) || pgCode(e) === DISK_FULL)
+    return 'space';
+  if (/No space left on device|Disk quota exceeded/.test(message)) return 'space';
+  if (PERMISSION_ERRNOS.has(e.code as string) || PERMISSION_ERRNOS.has(errno as number)) return 'permission';
+  // The operating system's words (PostgreSQL quotes strerror), not PostgreSQL's own "permission denied for table".
+  if (/: (Permission denied|Read-only file system|Operation not permitted)$/m.test(message)) return 'permission';
+  return null;
+}
+
+/** Exit 6 naming what to fix: space on the disk, or the folder's permissions (and its owner). */
+function fsError(
+  problem: 'space' | 'permission',
+  err: unknown,
+  displayUrl: string,
+  where: string | undefined,
+  outcome: string | null,
+): StoreLockedError {
+  const detail = describeFsError(err);
+  const done = outcome ? `; ${outcome}` : '';
+  if (problem === 'space') {
+    return new StoreLockedError(
+      `the embedded store ${displayUrl} is out of disk space (${detail})${done}; free some space on the disk that holds ${where ?? 'it'}, then run the command again`,
+      { cause: err },
+    );
+  }
+  const owner = where ? ownerOf(where) : null;
+  return new StoreLockedError(
+    `cannot write the embedded store ${displayUrl}: ${where ?? 'its folder'} cannot be read and written by you (${detail})${done}; ` +
+      `${owner ? `it belongs to ${owner}: run recon as that user, or fix its permissions (chown -R / chmod -R u+w)` : 'fix its permissions, or point --db at a folder you can write'}`,
+    { cause: err },
+  );
+}
+
+function describeFsError(err: unknown): string {
+  const e = (err instanceof ReconError && err.cause !== undefined ? err.cause : err) as {
+    code?: unknown;
+    errno?: unknown;
+    name?: unknown;
+    message?: unknown;
+  };
+  if (e?.name === 'ErrnoError') {
+    const names: Record<number, string> = { 51: 'ENOSPC', 19: 'EDQUOT', 2: 'EACCES', 63: 'EPERM', 69: 'EROFS' };
+    return names[e.errno as number] ?? `errno ${String(e.errno)}`;
+  }
+  const message = typeof e?.message === 'string' ? e.message : String(err);
+  return typeof e?.code === 'string' && !message.includes(e.code) ? `${message} (${e.code})` : message;
+}
+
+/** The owner of a path or of its nearest existing parent, for the message; null when none can be read. */
+function ownerOf(where: string): string | null {
+  for (let p = where; ; p = path.dirname(p)) {
+    try {
+      const uid = fs.statSync(p).uid;
+      return uid === process.geteuid?.() ? null : userName(uid);
+    } catch {
+      if (path.dirname(p) === p) return null;
+    }
+  }
 }
 
 function isEmptyFolder(dir: string): boolean {

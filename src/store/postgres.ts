@@ -5,8 +5,7 @@
 import type { Pool, PoolClient, QueryResult as PgResult } from 'pg';
 import { StoreLockedError } from '../errors.js';
 import type { Db, Queryable, QueryResult } from './db.js';
-import { redactUrl } from './db.js';
-import { registerSecret } from '../config/redact.js';
+import { REDACTED, redact, registerSecret } from '../config/redact.js';
 import * as codes from './pgcodes.js';
 
 const INT8_OID = 20;
@@ -49,7 +48,7 @@ export interface PostgresOptions {
 
 export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Db> {
   const pg = (await import('pg')).default;
-  const displayUrl = redactUrl(url);
+  const displayUrl = redact(url);
   const password = safePassword(url);
   // Whatever prints later (an error naming the URL, a driver message) is redacted of it too.
   registerSecret(password);
@@ -202,11 +201,19 @@ function normalise<T>(res: PgResult | PgResult[]): QueryResult<T> {
   return { rows: (last?.rows ?? []) as T[], rowCount: last?.rowCount ?? 0 };
 }
 
-/** Maps "cannot reach / log in to the server" to exit 6; statement errors pass unchanged. */
+/** Maps "cannot reach / log in to the server" and a full disk to exit 6; statement errors pass unchanged. */
 export function toStoreError(err: unknown, displayUrl: string, password?: string): unknown {
+  if (codes.pgCode(err) === codes.DISK_FULL) {
+    const reason = describe(err);
+    return new StoreLockedError(
+      `the store ${displayUrl} is out of disk space on the database server (${password ? reason.split(password).join(REDACTED) : reason}); ` +
+        'the change was not made (PostgreSQL rolled it back); free some space there, then run the command again',
+      { cause: err },
+    );
+  }
   if (!isUnreachable(err)) return err;
   let reason = describe(err);
-  if (password) reason = reason.split(password).join('***');
+  if (password) reason = reason.split(password).join(REDACTED);
   return new StoreLockedError(`store unreachable: ${displayUrl}: ${reason}`, { cause: err });
 }
 

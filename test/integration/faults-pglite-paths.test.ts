@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { BIN, cleanEnv, collect, recon, ROOT } from '../support/cli.js';
 import { asRoot, canRunAs, readableInstall, runAs, unprivilegedUser } from '../support/os-user.js';
 
@@ -84,4 +84,116 @@ describe('pglite: paths that cannot be a store', () => {
     noRawErrno(r.stderr);
     expect(r.json.error.message).toMatch(/cannot open the embedded store/);
   });
+});
+
+/**
+ * Issue 23, store edges: a store that exists but cannot be written here, and a full disk. Each is
+ * exit 6 saying what to fix (permissions, space), never "restore it from a backup" or exit 1 with a
+ * raw EACCES or emscripten's `ErrnoError 51`, and nothing is half-written.
+ */
+describe('pglite: a store this user cannot write, and a full disk', () => {
+  const asRoot = process.getuid?.() === 0;
+  let template: string | undefined;
+  /** A migrated store, made once, copied for each case. */
+  async function storeCopy(dest: string): Promise<void> {
+    if (!template) {
+      template = path.join(root, 'template');
+      const made = await recon(['--db', `pglite:${template}`, 'db', 'migrate', '--json'], { cwd: root });
+      expect(made.code, made.stderr).toBe(0);
+    }
+    fs.cpSync(template, dest, { recursive: true });
+  }
+  /** As `nobody` or `daemon` when the tests run as root (root ignores file modes). */
+  function reconAs(user: string, args: string[]) {
+    const argv = [BIN, ...args];
+    const child = asRoot
+      ? spawn('runuser', ['-u', user, '--', process.execPath, ...argv], { cwd: root, env: cleanEnv() })
+      : spawn(process.execPath, argv, { cwd: root, env: cleanEnv() });
+    return collect(child);
+  }
+
+  it.skipIf(!asRoot)(
+    'an existing store whose folder is read-only: exit 6 about permissions, not a backup',
+    async () => {
+      const store = path.join(root, 'ro-store');
+      await storeCopy(store);
+      execFileSync('chown', ['-R', 'nobody', store]);
+      execFileSync('chmod', ['-R', 'a-w', store]);
+      const r = await reconAs('nobody', ['--db', `pglite:${store}`, 'ops', 'list', '--json']);
+      expect(r.code, r.stderr).toBe(6);
+      noRawErrno(r.stderr);
+      expect(r.json.error.message).toMatch(/cannot be read and written by you .*EACCES/);
+      expect(r.json.error.message).toMatch(/fix its permissions/);
+      expect(r.json.error.message).not.toMatch(/backup|compatible version/);
+    },
+  );
+
+  it.skipIf(!asRoot)(
+    'another user’s 0700 store folder: exit 6 naming its owner, not exit 1 EACCES scandir',
+    async () => {
+      const store = path.join(root, 'nobodys-store');
+      await storeCopy(store);
+      execFileSync('chown', ['-R', 'nobody', store]);
+      fs.chmodSync(store, 0o700);
+      const r = await reconAs('daemon', ['--db', `pglite:${store}`, 'ops', 'list', '--json']);
+      expect(r.code, r.stderr).toBe(6);
+      noRawErrno(r.stderr);
+      expect(r.json.error.message).toContain(`${store} cannot be read and written by you`);
+      expect(r.json.error.message).toContain('it belongs to nobody (uid 65534): run recon as that user');
+    },
+  );
+
+  /** A tmpfs of `size` at a fresh mount point, or null where mounting is not allowed. */
+  function tmpfs(name: string, size: string): string | null {
+    const dir = path.join(root, name);
+    fs.mkdirSync(dir);
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], { stdio: 'ignore' });
+    } catch {
+      return null;
+    }
+    mounts.push(dir);
+    return dir;
+  }
+  const mounts: string[] = [];
+  afterAll(() => {
+    for (const dir of mounts) execFileSync('umount', [dir]);
+  });
+
+  it.skipIf(!asRoot)(
+    'a full disk: exit 6 about space, at creation and during ops record, and nothing half-written',
+    async (ctx) => {
+      const small = tmpfs('full-at-create', '2m');
+      if (!small) return ctx.skip();
+      const created = await recon(['--db', `pglite:${path.join(small, 'db')}`, 'ops', 'list', '--json'], { cwd: root });
+      expect(created.code, created.stderr).toBe(6);
+      expect(created.stderr).not.toMatch(/ErrnoError|errno 51/);
+      expect(created.json.error.message).toMatch(/is out of disk space \(ENOSPC\); nothing was kept; free some space/);
+      // No half-made store left to be taken for a damaged one later.
+      expect(fs.readdirSync(small)).toEqual([]);
+
+      const disk = tmpfs('full-later', '64m');
+      const store = path.join(disk!, 'db');
+      await storeCopy(store);
+      const env = { STRIPE_API_KEY: 'sk_test_full_disk', RECON_DB: `pglite:${store}` };
+      const filler = path.join(disk!, 'filler');
+      const free = Number(execFileSync('df', ['-k', '--output=avail', disk!]).toString().trim().split('\n').pop());
+      execFileSync('dd', ['if=/dev/zero', `of=${filler}`, 'bs=1k', `count=${free - 8}`], { stdio: 'ignore' });
+      const ops = Array.from({ length: 50 }, (_, i) => ({
+        id: `refund:full_${i}`,
+        provider: 'stripe',
+        action: 'refund',
+        payload: { payment_intent: `pi_full_${i}`, amount: 100, currency: 'usd' },
+      }));
+      const recorded = await recon(['ops', 'record', '-', '--json'], { cwd: root, env, input: JSON.stringify(ops) });
+      expect(recorded.code, recorded.stderr).toBe(6);
+      expect(recorded.json.error.message).toMatch(
+        /is out of disk space .*No space left on device.*the change was not made/,
+      );
+      fs.rmSync(filler);
+      const listed = await recon(['ops', 'list', '--json'], { cwd: root, env });
+      expect(listed.code, listed.stderr).toBe(0);
+      expect(listed.json.total).toBe(0);
+    },
+  );
 });

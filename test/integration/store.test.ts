@@ -265,7 +265,7 @@ describe.runIf(backends.some((b) => b.name === 'postgres'))('store on postgres: 
     const err = await openStore('postgres://recon:s3cret-pw@127.0.0.1:1/ops').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreLockedError);
     expect((err as Error).message).toMatch(
-      /^store unreachable: postgres:\/\/recon:\*\*\*@127\.0\.0\.1:1\/ops: .*ECONNREFUSED/,
+      /^store unreachable: postgres:\/\/recon:\[redacted\]@127\.0\.0\.1:1\/ops: .*ECONNREFUSED/,
     );
     expect((err as Error).message).not.toContain('s3cret-pw');
     expect((err as Error).cause).toBeDefined();
@@ -392,7 +392,7 @@ describe('store URL', () => {
       expect(() => parseStoreUrl(bad)).toThrow(UsageError);
     }
     expect(() => parseStoreUrl('mysql://u:hunter2@h/d')).toThrow(
-      /^invalid --db URL mysql:\/\/u:\*\*\*@h\/d: use postgres/,
+      /^invalid --db URL mysql:\/\/u:\[redacted\]@h\/d: use postgres/,
     );
     await expect(openStore('sqlite:x')).rejects.toBeInstanceOf(UsageError);
   });

@@ -71,6 +71,78 @@ describe('canonicalJson', () => {
   });
 });
 
+/**
+ * RFC 8785 (JSON Canonicalization Scheme): recon's canonical JSON is JCS for every value JSON can
+ * hold. Keys sort by UTF-16 code units (what `Array.prototype.sort` does), strings are escaped as
+ * JSON.stringify does (only `"`, `\` and C0 controls, with the short forms), and numbers are written
+ * as ECMAScript writes them, which is how RFC 8785 defines them. Nothing had to change to pass these
+ * vectors, so no stored payload hash changes. (recon is stricter than JCS where JCS has no answer:
+ * it refuses NaN/Infinity, as RFC 8785 does; a lone surrogate is refused at validation.)
+ */
+describe('RFC 8785 test vectors', () => {
+  it('§3.2.2: literals, numbers and string escapes', () => {
+    const input =
+      '{\n  "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],\n' +
+      '  "string": "\\u20ac$\\u000F\\u000aA\'\\u0042\\u0022\\u005c\\\\\\"\\/",\n' +
+      '  "literals": [null, true, false]\n}';
+    expect(canonicalJson(JSON.parse(input))).toBe(
+      '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],' +
+        '"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}',
+    );
+  });
+
+  it('§3.2.3: property sorting by UTF-16 code units', () => {
+    const input =
+      '{"\\u20ac": "Euro Sign", "\\r": "Carriage Return", "\\ufb33": "Hebrew Letter Dalet With Dagesh", ' +
+      '"1": "One", "\\ud83d\\ude00": "Emoji: Grinning Face", "\\u0080": "Control", ' +
+      '"\\u00f6": "Latin Small Letter O With Diaeresis"}';
+    expect(canonicalJson(JSON.parse(input))).toBe(
+      '{"\\r":"Carriage Return","1":"One","\u0080":"Control","ö":"Latin Small Letter O With Diaeresis",' +
+        '"€":"Euro Sign","😀":"Emoji: Grinning Face","\ufb33":"Hebrew Letter Dalet With Dagesh"}',
+    );
+  });
+
+  it.each([
+    ['0000000000000000', '0'],
+    ['8000000000000000', '0'],
+    ['0000000000000001', '5e-324'],
+    ['8000000000000001', '-5e-324'],
+    ['7fefffffffffffff', '1.7976931348623157e+308'],
+    ['ffefffffffffffff', '-1.7976931348623157e+308'],
+    ['4340000000000000', '9007199254740992'],
+    ['c340000000000000', '-9007199254740992'],
+    ['4430000000000000', '295147905179352830000'],
+    ['44b52d02c7e14af5', '9.999999999999997e+22'],
+    ['44b52d02c7e14af6', '1e+23'],
+    ['44b52d02c7e14af7', '1.0000000000000001e+23'],
+    ['444b1ae4d6e2ef4e', '999999999999999700000'],
+    ['444b1ae4d6e2ef4f', '999999999999999900000'],
+    ['444b1ae4d6e2ef50', '1e+21'],
+    ['3eb0c6f7a0b5ed8c', '9.999999999999997e-7'],
+    ['3eb0c6f7a0b5ed8d', '0.000001'],
+    ['41b3de4355555553', '333333333.3333332'],
+    ['41b3de4355555554', '333333333.33333325'],
+    ['41b3de4355555555', '333333333.3333333'],
+    ['41b3de4355555556', '333333333.3333334'],
+    ['41b3de4355555557', '333333333.33333343'],
+    ['becbf647612f3696', '-0.0000033333333333333333'],
+    ['43143ff3c1cb0959', '1424953923781206.2'],
+  ])('appendix B: the double 0x%s is written %s', (bits, text) => {
+    const view = new DataView(new ArrayBuffer(8));
+    view.setBigUint64(0, BigInt(`0x${bits}`));
+    expect(canonicalJson(view.getFloat64(0))).toBe(text);
+  });
+
+  it.each([
+    ['7fffffffffffffff', 'NaN'],
+    ['7ff0000000000000', 'Infinity'],
+  ])('appendix B: the double 0x%s (%s) is refused', (bits) => {
+    const view = new DataView(new ArrayBuffer(8));
+    view.setBigUint64(0, BigInt(`0x${bits}`));
+    expect(() => canonicalJson({ n: view.getFloat64(0) })).toThrow(UsageError);
+  });
+});
+
 describe('hashes', () => {
   it('sha256Hex matches the known digest', () => {
     expect(sha256Hex('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');

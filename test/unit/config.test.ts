@@ -298,6 +298,33 @@ describe('secrets', () => {
   });
 });
 
+describe('credentials in a provider URL', () => {
+  it('an http baseUrl’s user-info becomes HTTP Basic authentication, and is a secret', () => {
+    const warehouse = (baseUrl: string, headers: Record<string, string> = {}) =>
+      parseConfig(JSON.stringify({ providers: { w: { ...SPEC_EXAMPLE.providers.warehouse, baseUrl, headers } } }), {
+        path: '/x/recon.config.json',
+        env: ENV,
+      }).providers['w'] as HttpProviderConfig;
+    const w = warehouse('http://svc%40corp:p%2Fw0rd_9@wh.internal:8080/api/');
+    expect(w.baseUrl).toBe('http://wh.internal:8080/api');
+    expect(w.headers['Authorization']).toBe(`Basic ${Buffer.from('svc@corp:p/w0rd_9').toString('base64')}`);
+    expect(redact(`failed: p/w0rd_9, p%2Fw0rd_9, ${w.headers['Authorization']}`)).toBe(
+      'failed: [redacted], [redacted], [redacted]',
+    );
+    expect(warehouse('https://tok_1234abcd@wh.internal').baseUrl).toBe('https://wh.internal');
+    // An Authorization header written in the config wins.
+    expect(warehouse('https://u:pw12345@wh.internal', { Authorization: 'Bearer t0ken' }).headers).toEqual({
+      Authorization: 'Bearer t0ken',
+    });
+  });
+
+  it('a stripe apiBase with credentials is refused without echoing them', async () => {
+    const err = await loadError(stripeOnly({ apiBase: 'https://u:s3cretpw@api.stripe.com' }));
+    expect(err.message).toContain('providers.stripe.apiBase: must not hold credentials');
+    expect(err.message).not.toContain('s3cretpw');
+  });
+});
+
 describe('createProvider', () => {
   it('names the configured providers when asked for another', async () => {
     const folder = dir();

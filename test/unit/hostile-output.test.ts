@@ -2,7 +2,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { printable } from '../../commands/support/terminal.js';
 import { clearSecrets, redact, redactDeep, registerSecret } from '../../src/config/redact.js';
-import { redactUrl } from '../../src/store/db.js';
 
 afterEach(() => clearSecrets());
 
@@ -23,7 +22,22 @@ describe('redaction', () => {
     expect(redact('postgres://u@h/db?sslmode=require&password=s3cret&x=1')).toBe(
       'postgres://u@h/db?sslmode=require&password=[redacted]&x=1',
     );
-    expect(redactUrl('postgres://u@h/db?password=s3cret')).not.toContain('s3cret');
+    expect(redact('postgres://u@h/db?password=s3cret')).not.toContain('s3cret');
+    expect(redact('postgres://role@h/db')).toBe('postgres://role@h/db');
+  });
+
+  it('hides any URL’s user-info: the password (the user name stays), or a lone token', () => {
+    expect(redact('GET http://svcuser:pw@127.0.0.1:8080/v1?x=1 failed')).toBe(
+      'GET http://svcuser:[redacted]@127.0.0.1:8080/v1?x=1 failed',
+    );
+    expect(redact('{"baseUrl":"https://tok_9f8e7d6c@api.example.com/v1"}')).toBe(
+      '{"baseUrl":"https://[redacted]@api.example.com/v1"}',
+    );
+    // A password holding '@' or '/' is hidden whole; an '@' after the path is not user-info.
+    expect(redact('https://u:p@ss@h/x')).toBe('https://u:[redacted]@h/x');
+    expect(redact('postgres://u:pa/ss@h/db')).toBe('postgres://u:[redacted]@h/db');
+    expect(redact('https://h.example/a?email=ada@example.com')).toBe('https://h.example/a?email=ada@example.com');
+    expect(redact('see https://h.example and ada@example.com')).toBe('see https://h.example and ada@example.com');
   });
 
   it('redactDeep hides registered secrets in every string and key of a provider result, keeping Dates', () => {

@@ -14,6 +14,7 @@ import type { ModuleProviderConfig } from '../../config/types.js';
 import type { Provider, ProviderCapabilities } from '../../types.js';
 import { checkLease, DEFAULT_CAPABILITIES } from '../../config/providers.js';
 import { redact } from '../../config/redact.js';
+import { trustedModulePath } from '../../config/trust.js';
 
 interface ModuleContext {
   name: string;
@@ -27,9 +28,11 @@ const OPTIONAL = ['list', 'parseWebhook', 'close', 'validatePayload'] as const;
 
 export async function loadModuleProvider(config: ModuleProviderConfig): Promise<Provider> {
   const where = `providers.${config.name}.module`;
+  // Checked right before the import, and the checked (real) path is the one imported.
+  const file = trustedModulePath(config.module, where, config.moduleSpec, config.trust ?? { entries: [], file: null });
   let exported: unknown;
   try {
-    const mod = (await import(pathToFileURL(config.module).href)) as { default?: unknown };
+    const mod = (await import(pathToFileURL(file).href)) as { default?: unknown };
     exported = mod.default;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
