@@ -96,7 +96,10 @@ export async function openRecon(o: OpenReconOptions = {}): Promise<Recon> {
   };
   const now = o.now ?? (() => new Date());
   const agent: Agent = { db, config, now, provider, auditKey, log: o.log ?? (() => undefined) };
-  const call: ToolCall = { agent, ctx: { db, actor: o.actor ?? `app:${env.RECON_ACTOR || 'application'}`, now, auditKey } };
+  const call: ToolCall = {
+    agent,
+    ctx: { db, actor: o.actor ?? `app:${env.RECON_ACTOR || 'application'}`, now, auditKey },
+  };
   const answer = (a: Answer): ReconAnswer => a.result;
   return {
     async act(input) {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { execFileSync, spawn } from 'node:child_process';
 import { BIN, cleanEnv, collect, recon, ROOT } from '../support/cli.js';
-import { asRoot, canRunAs, readableInstall, runAs, unprivilegedUser } from '../support/os-user.js';
+import { asRoot, canRunAs, readableInstall, runAs, unprivilegedUser, type OsUser } from '../support/os-user.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-paths-'));
 fs.chmodSync(root, 0o755);
@@ -106,9 +106,8 @@ describe('pglite: a store this user cannot write, and a full disk', () => {
   /** As `nobody` or `daemon` when the tests run as root (root ignores file modes). */
   function reconAs(user: string, args: string[]) {
     const argv = [BIN, ...args];
-    const child = asRoot
-      ? spawn('runuser', ['-u', user, '--', process.execPath, ...argv], { cwd: root, env: cleanEnv() })
-      : spawn(process.execPath, argv, { cwd: root, env: cleanEnv() });
+    const [cmd, cmdArgs] = runAs(asRoot ? ({ name: user } as OsUser) : undefined, process.execPath, argv);
+    const child = spawn(cmd, cmdArgs, { cwd: root, env: cleanEnv() });
     return collect(child);
   }
 
