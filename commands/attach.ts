@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import { attach, checkAttach } from '../src/core/attach.js';
-import { checkForce } from '../src/core/force.js';
-import { getOperation } from '../src/core/operations.js';
-import { validateId } from '../src/core/validate.js';
-import { operationsJson } from '../src/core/views.js';
+import { attach, checkAttach } from '../src/core/review/attach.js';
+import { checkForce } from '../src/core/review/force.js';
+import { getOperation } from '../src/core/journal/operations.js';
+import { validateId } from '../src/core/intake/validate.js';
+import { operationsJson } from '../src/core/journal/views.js';
 import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { formatAmount } from './support/format.js';

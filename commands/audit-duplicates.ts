@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { parseDuration, parseSinceOrDate } from '../src/core/durations.js';
+import { parseDuration, parseSinceOrDate } from '../src/lib/durations.js';
 import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import {
@@ -9,7 +9,7 @@ import {
   type Duplicate,
   type DuplicateScan,
   type FindOptions,
-} from '../src/core/duplicates.js';
+} from '../src/core/audit/duplicates.js';
 import type { Db } from '../src/store/db.js';
 import { ResultExit, UsageError } from '../src/errors.js';
 import { action } from './support/action.js';

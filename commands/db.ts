@@ -31,7 +31,7 @@ export function register(program: Command): void {
     .action(
       action(async (_a, _o, deps) => {
         const store = await deps.store({ requireCurrent: false });
-        const { storeStatus } = await import('../src/core/store-status.js');
+        const { storeStatus } = await import('../src/core/report/store-status.js');
         const doc = await storeStatus(store);
         const total = doc.operations;
         const byState = doc.by_state;

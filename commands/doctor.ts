@@ -16,7 +16,7 @@ export function register(program: Command): void {
     )
     .action(
       action(async (_a, _o, deps) => {
-        const { runDoctor } = await import('../src/core/doctor.js');
+        const { runDoctor } = await import('../src/core/report/doctor.js');
         const checks = await runDoctor({
           env: deps.env,
           cwd: deps.cwd,

@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import { escalate } from '../src/core/escalate.js';
-import { getOperation } from '../src/core/operations.js';
-import { validateId } from '../src/core/validate.js';
-import { operationsJson } from '../src/core/views.js';
+import { escalate } from '../src/core/review/escalate.js';
+import { getOperation } from '../src/core/journal/operations.js';
+import { validateId } from '../src/core/intake/validate.js';
+import { operationsJson } from '../src/core/journal/views.js';
 import { action } from './support/action.js';
 import { printJson, println } from './support/io.js';
 import { printable } from './support/terminal.js';

@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import { parseSinceOrDate } from '../src/core/durations.js';
-import { lookupClientReference, lookupOperation } from '../src/core/lookup.js';
-import { lookupDetail } from '../src/core/decision-json.js';
-import { getOperation } from '../src/core/operations.js';
-import { validateId } from '../src/core/validate.js';
+import { parseSinceOrDate } from '../src/lib/durations.js';
+import { lookupClientReference, lookupOperation } from '../src/core/reconcile/lookup.js';
+import { lookupDetail } from '../src/core/journal/decision-json.js';
+import { getOperation } from '../src/core/journal/operations.js';
+import { validateId } from '../src/core/intake/validate.js';
 import { ResultExit, UsageError } from '../src/errors.js';
 import type { LookupResult, ProviderTxn } from '../src/types.js';
 import { action } from './support/action.js';

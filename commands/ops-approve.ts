@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { approveOperation } from '../src/core/approve.js';
-import { validateId } from '../src/core/validate.js';
-import { operationsJson } from '../src/core/views.js';
+import { approveOperation } from '../src/core/intake/approve.js';
+import { validateId } from '../src/core/intake/validate.js';
+import { operationsJson } from '../src/core/journal/views.js';
 import { action } from './support/action.js';
 import { info, printJson } from './support/io.js';
 

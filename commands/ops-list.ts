@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import { formatDuration, parseDuration, parseSinceOrDate } from '../src/core/durations.js';
-import { countOperations, getOperation, listOperations } from '../src/core/operations.js';
-import { validateId } from '../src/core/validate.js';
-import { isState } from '../src/core/states.js';
-import { operationsJson, type OperationJson } from '../src/core/views.js';
+import { formatDuration, parseDuration, parseSinceOrDate } from '../src/lib/durations.js';
+import { countOperations, getOperation, listOperations } from '../src/core/journal/operations.js';
+import { validateId } from '../src/core/intake/validate.js';
+import { isState } from '../src/core/journal/states.js';
+import { operationsJson, type OperationJson } from '../src/core/journal/views.js';
 import { UsageError } from '../src/errors.js';
 import { STATES, UNRESOLVED_STATES, type State } from '../src/types.js';
 import { action, parsePositiveInt } from './support/action.js';

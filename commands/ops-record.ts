@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { recordOperations, type RecordedOperation } from '../src/core/record.js';
-import { parseOperationsText, validateOperation } from '../src/core/validate.js';
+import { recordOperations, type RecordedOperation } from '../src/core/intake/record.js';
+import { parseOperationsText, validateOperation } from '../src/core/intake/validate.js';
 import { UsageError } from '../src/errors.js';
 import { validatePayloads } from '../src/providers/validate.js';
 import { action } from './support/action.js';

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { validateId } from '../src/core/validate.js';
-import { candidatesOf } from '../src/core/evidence.js';
-import { showOperation, type OperationDetail } from '../src/core/views.js';
+import { validateId } from '../src/core/intake/validate.js';
+import { candidatesOf } from '../src/core/review/evidence.js';
+import { showOperation, type OperationDetail } from '../src/core/journal/views.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';
 import { printJson, printPaged } from './support/io.js';

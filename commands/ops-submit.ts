@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
 import { ResultExit } from '../src/errors.js';
-import { getOperation } from '../src/core/operations.js';
-import { submitOperation } from '../src/core/submit.js';
-import { validateId } from '../src/core/validate.js';
-import { operationsJson } from '../src/core/views.js';
+import { getOperation } from '../src/core/journal/operations.js';
+import { submitOperation } from '../src/core/attempt/submit.js';
+import { validateId } from '../src/core/intake/validate.js';
+import { operationsJson } from '../src/core/journal/views.js';
 import { action } from './support/action.js';
 import { info, printJson, println } from './support/io.js';
 import { styleFor } from './support/style.js';

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { getOperation } from '../src/core/operations.js';
-import { retryNow } from '../src/core/retry.js';
-import { validateId } from '../src/core/validate.js';
+import { getOperation } from '../src/core/journal/operations.js';
+import { retryNow } from '../src/core/reconcile/retry.js';
+import { validateId } from '../src/core/intake/validate.js';
 import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { waitingLine } from './support/format.js';

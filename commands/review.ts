@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
-import { formatDuration } from '../src/core/durations.js';
-import { evidenceOf } from '../src/core/evidence.js';
-import { checkForce } from '../src/core/force.js';
-import { checkResolve, resolveReview, type ReviewOutcome } from '../src/core/review.js';
-import { countOperations, getOperation, listOperations } from '../src/core/operations.js';
-import { validateId } from '../src/core/validate.js';
-import { operationsJson } from '../src/core/views.js';
+import { formatDuration } from '../src/lib/durations.js';
+import { evidenceOf } from '../src/core/review/evidence.js';
+import { checkForce } from '../src/core/review/force.js';
+import { checkResolve, resolveReview, type ReviewOutcome } from '../src/core/review/review.js';
+import { countOperations, getOperation, listOperations } from '../src/core/journal/operations.js';
+import { validateId } from '../src/core/intake/validate.js';
+import { operationsJson } from '../src/core/journal/views.js';
 import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import { Option } from './support/commander.js';

@@ -1,9 +1,9 @@
 import { rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { formatDuration } from '../src/core/durations.js';
-import { failedRunMetrics, runMetrics } from '../src/core/metrics.js';
-import { runPass, type RunSummary } from '../src/core/run.js';
+import { formatDuration } from '../src/lib/durations.js';
+import { failedRunMetrics, runMetrics } from '../src/core/report/metrics.js';
+import { runPass, type RunSummary } from '../src/core/reconcile/run.js';
 import { ResultExit, exitCodeOf } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import type { Deps } from './support/deps.js';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { formatDuration, parseSinceOrDate } from '../src/core/durations.js';
-import { AGE_BUCKETS, computeStats, statsPrometheus, type Stats } from '../src/core/stats.js';
+import { formatDuration, parseSinceOrDate } from '../src/lib/durations.js';
+import { AGE_BUCKETS, computeStats, statsPrometheus, type Stats } from '../src/core/report/stats.js';
 import { UsageError } from '../src/errors.js';
 import { action } from './support/action.js';
 import type { Deps } from './support/deps.js';

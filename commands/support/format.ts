@@ -1,8 +1,8 @@
-import { formatDuration } from '../../src/core/durations.js';
+import { formatDuration } from '../../src/lib/durations.js';
 
 /**
  * How values are shown to people (SPEC §7): amounts in major units with their currency, durations
- * by src/core/durations.ts's formatDuration (the one formatter). JSON output never goes through here: it keeps minor units and ISO times.
+ * by src/lib/durations.ts's formatDuration (the one formatter). JSON output never goes through here: it keeps minor units and ISO times.
  */
 
 export { formatAmount } from '../../src/lib/money.js';

@@ -5,16 +5,16 @@
  * `mcp.call`-style event in the transaction of the change it describes, or on its own when it
  * changed nothing.
  */
-import { approvalByPolicy } from '../core/approve.js';
+import { approvalByPolicy } from '../core/intake/approve.js';
 import { payloadHash } from '../lib/canonical.js';
-import type { CoreContext } from '../core/context.js';
-import { attemptsOf, countOperations, listOperations, txnIdsByOperation } from '../core/operations.js';
-import { reconcileById } from '../core/reconcile.js';
-import { recordOperationsIn } from '../core/record.js';
-import { heldText, holderOf } from '../core/replan.js';
-import { isInFlight, isReconcilable } from '../core/states.js';
-import { submitOperation } from '../core/submit.js';
-import { validateOperation } from '../core/validate.js';
+import type { CoreContext } from '../core/journal/context.js';
+import { attemptsOf, countOperations, listOperations, txnIdsByOperation } from '../core/journal/operations.js';
+import { reconcileById } from '../core/reconcile/reconcile.js';
+import { recordOperationsIn } from '../core/intake/record.js';
+import { heldText, holderOf } from '../core/intake/replan.js';
+import { isInFlight, isReconcilable } from '../core/journal/states.js';
+import { submitOperation } from '../core/attempt/submit.js';
+import { validateOperation } from '../core/intake/validate.js';
 import { RefusedError, UsageError } from '../errors.js';
 import { validatePayloads } from '../providers/validate.js';
 import type { Db } from '../store/db.js';

@@ -5,7 +5,7 @@
  * happened, or may have, says what happened and "do not do it again", and never suggests a new
  * operation_id: a model that follows that advice makes the second refund recon exists to prevent.
  */
-import type { Holder } from '../core/replan.js';
+import type { Holder } from '../core/intake/replan.js';
 import { formatAmount } from '../lib/money.js';
 import type { Operation, State } from '../types.js';
 

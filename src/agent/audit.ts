@@ -7,8 +7,8 @@
  * no chain to go on and is not recorded (as `ops record` writes nothing for bad input).
  */
 import { NotFoundError } from '../errors.js';
-import { note } from '../core/note.js';
-import type { CoreContext } from '../core/context.js';
+import { note } from '../core/journal/note.js';
+import type { CoreContext } from '../core/journal/context.js';
 import type { Queryable } from '../store/db.js';
 
 const MCP_CALL = 'mcp.call';

@@ -4,7 +4,7 @@
  * retry happens only where the rule allows it, with the original key and payload.
  */
 import { z } from 'zod';
-import { ID_PATTERN } from '../core/validate.js';
+import { ID_PATTERN } from '../core/intake/validate.js';
 import type { DecisionKind } from '../types.js';
 import { check } from './actions.js';
 import { actionShape } from './result.js';

@@ -4,11 +4,11 @@
  * server must tell its operator but not the agent (stderr).
  */
 import type { LoadedConfig } from '../config/types.js';
-import type { AuditKey } from '../core/audit-key.js';
-import type { CoreContext } from '../core/context.js';
+import type { AuditKey } from '../lib/keyed-hash.js';
+import type { CoreContext } from '../core/journal/context.js';
 import type { Db } from '../store/db.js';
 import type { Operation, Provider } from '../types.js';
-import { findOperation, txnIdsByOperation } from '../core/operations.js';
+import { findOperation, txnIdsByOperation } from '../core/journal/operations.js';
 
 export interface Agent {
   db: Db;

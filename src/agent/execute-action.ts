@@ -4,7 +4,7 @@
  * second click is a status question (SPEC §9).
  */
 import { z } from 'zod';
-import { ID_PATTERN } from '../core/validate.js';
+import { ID_PATTERN } from '../core/intake/validate.js';
 import { execute } from './actions.js';
 import { actionShape } from './result.js';
 import { answer, guarded, type Register } from './tool.js';

@@ -1,6 +1,6 @@
 /** `get_action`: what recon knows about one operation now (`recon ops show`), without asking the provider. */
 import { z } from 'zod';
-import { ID_PATTERN } from '../core/validate.js';
+import { ID_PATTERN } from '../core/intake/validate.js';
 import { status } from './actions.js';
 import { actionShape } from './result.js';
 import { answer, guarded, type Register } from './tool.js';

@@ -20,7 +20,7 @@ import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { isInitializeRequest, isJSONRPCRequest, type RequestId } from '@modelcontextprotocol/sdk/types.js';
-import { formatDuration } from '../core/durations.js';
+import { formatDuration } from '../lib/durations.js';
 import type { Agent } from './context.js';
 import { BodyTimeout, BodyTooLarge, readBody } from '../lib/http-body.js';
 import { allowedOrigin, AuthFailures, isLoopback, rebindingRefusal } from './http-guard.js';

@@ -1,6 +1,6 @@
 /** `propose_action`: records what the agent wants done, before anything is sent (`recon ops record`). */
 import { z } from 'zod';
-import { ID_PATTERN } from '../core/validate.js';
+import { ID_PATTERN } from '../core/intake/validate.js';
 import { propose } from './actions.js';
 import { payloadSchema } from './payloads.js';
 import { actionShape } from './result.js';

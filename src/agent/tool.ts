@@ -2,7 +2,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { ZodType } from 'zod';
-import { ID_PATTERN } from '../core/validate.js';
+import { ID_PATTERN } from '../core/intake/validate.js';
 import { invalidInput, type Answer } from './actions.js';
 import { toolCall, type Agent, type ToolCall } from './context.js';
 import { toolResult } from './result.js';

@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { auditKeyFrom, type AuditKey } from '../core/audit-key.js';
+import { auditKeyFrom, type AuditKey } from '../lib/keyed-hash.js';
 import { UsageError } from '../errors.js';
 import type { Env } from './env.js';
 import type { Section } from './read.js';

@@ -2,10 +2,10 @@
 import path from 'node:path';
 import { UsageError } from '../errors.js';
 import type { ProviderCapabilities } from '../types.js';
-import { formatDuration } from '../core/durations.js';
+import { formatDuration } from '../lib/durations.js';
 import { describe, didYouMean, Section } from './read.js';
 import { registerSecret } from './redact.js';
-import { isCurrency } from '../core/validate.js';
+import { isCurrency } from '../core/intake/validate.js';
 import {
   PROVIDER_TYPES,
   type AutoApprovePolicy,

@@ -3,7 +3,7 @@
  * fix, in one line, so `recon` can print it as is.
  */
 import { UsageError } from '../errors.js';
-import { parseDuration } from '../core/durations.js';
+import { parseDuration } from '../lib/durations.js';
 import { joinPath } from './env.js';
 import { dict } from '../lib/dict.js';
 

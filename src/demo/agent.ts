@@ -10,7 +10,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { createAgentServer } from '../agent/server.js';
-import { getOperation } from '../core/operations.js';
+import { getOperation } from '../core/journal/operations.js';
 import { formatAmount } from '../lib/money.js';
 import type { Scene, Stage } from './stage.js';
 

@@ -6,9 +6,9 @@
  * together: setup for all, `recon run` inside the window, one short sleep,
  * `recon run` just past it, then the final checks.
  */
-import { listOperations } from '../core/operations.js';
-import { runPass } from '../core/run.js';
-import { operationsJson, showOperation } from '../core/views.js';
+import { listOperations } from '../core/journal/operations.js';
+import { runPass } from '../core/reconcile/run.js';
+import { operationsJson, showOperation } from '../core/journal/views.js';
 import { agentsAfternoon } from './agent.js';
 import { commitThenDrop, oldDuplicate, secondClick, webhookTwice } from './refunds.js';
 import { delayedIndexing, keyRetentionPassed } from './shipments.js';

@@ -2,9 +2,9 @@
  * The Stripe incidents of SPEC §8 the demo plays: 1 (committed, then the connection dropped),
  * 2 (the second click), 6 (a webhook delivered twice) and 9 (an old duplicate from before recon).
  */
-import { findDuplicates, scanLedger } from '../core/duplicates.js';
-import { getOperation } from '../core/operations.js';
-import { ingestWebhook } from '../core/webhooks.js';
+import { findDuplicates, scanLedger } from '../core/audit/duplicates.js';
+import { getOperation } from '../core/journal/operations.js';
+import { ingestWebhook } from '../core/found/webhooks.js';
 import { RefusedError } from '../errors.js';
 import { formatAmount } from '../lib/money.js';
 import { decisionOf, describeOutcome, type Scene, type Stage } from './stage.js';

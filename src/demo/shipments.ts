@@ -3,7 +3,7 @@
  * not authoritative: 3 (delayed indexing: wait through the window, retry with the original key,
  * the provider replays) and 5 (the key has outlived the provider's retention: a human decides).
  */
-import { attemptsOf, getOperation, transactionsOf } from '../core/operations.js';
+import { attemptsOf, getOperation, transactionsOf } from '../core/journal/operations.js';
 import type { WarehouseSandbox } from '../sandbox/warehouse/server.js';
 import { decisionOf, describeOutcome, type Scene, type Stage } from './stage.js';
 

@@ -4,13 +4,13 @@
  * command exits 1 when one fails. No terminal code here: steps and tables go to a listener.
  */
 import { canonicalJson } from '../lib/canonical.js';
-import type { Duplicate } from '../core/duplicates.js';
-import { recordOperations, type RecordedOperation } from '../core/record.js';
-import { getOperation } from '../core/operations.js';
-import type { RunSummary } from '../core/run.js';
-import { submitOperation, type SubmitOutcome } from '../core/submit.js';
-import { validateOperation } from '../core/validate.js';
-import type { OperationDetail, OperationJson } from '../core/views.js';
+import type { Duplicate } from '../core/audit/duplicates.js';
+import { recordOperations, type RecordedOperation } from '../core/intake/record.js';
+import { getOperation } from '../core/journal/operations.js';
+import type { RunSummary } from '../core/reconcile/run.js';
+import { submitOperation, type SubmitOutcome } from '../core/attempt/submit.js';
+import { validateOperation } from '../core/intake/validate.js';
+import type { OperationDetail, OperationJson } from '../core/journal/views.js';
 import type { DemoWorld } from './world.js';
 
 export interface Check {

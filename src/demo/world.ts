@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseConfig } from '../config/load.js';
 import type { LoadedConfig } from '../config/types.js';
-import type { CoreContext } from '../core/context.js';
+import type { CoreContext } from '../core/journal/context.js';
 import { createProvider } from '../providers/index.js';
 import { startStripeSandbox, type StripeSandbox } from '../sandbox/stripe/server.js';
 import { startWarehouseSandbox, type WarehouseSandbox } from '../sandbox/warehouse/server.js';

@@ -6,7 +6,7 @@
  */
 import { UsageError } from '../errors.js';
 import type { LoadedConfig } from '../config/types.js';
-import type { OperationInput } from '../core/validate.js';
+import type { OperationInput } from '../core/intake/validate.js';
 import type { SubmitRequest } from '../types.js';
 import { createProvider } from './index.js';
 

@@ -18,7 +18,7 @@ import type http from 'node:http';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseConfig } from '../../src/config/load.js';
-import { runPass } from '../../src/core/run.js';
+import { runPass } from '../../src/core/reconcile/run.js';
 import { createProvider } from '../../src/providers/index.js';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import type { Provider } from '../../src/types.js';

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { listOperations } from '../../src/core/operations.js';
+import { listOperations } from '../../src/core/journal/operations.js';
 import type { Db, Queryable } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
 import { UNRESOLVED_STATES } from '../../src/types.js';

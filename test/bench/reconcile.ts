@@ -14,7 +14,7 @@
  */
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import type { RunSummary } from '../../src/core/run.js';
+import type { RunSummary } from '../../src/core/reconcile/run.js';
 import { startStripeSandbox } from '../../src/sandbox/stripe/server.js';
 import {
   expectExit,

@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { computeStats } from '../../src/core/stats.js';
+import { computeStats } from '../../src/core/report/stats.js';
 import type { Db } from '../../src/store/db.js';
 import {
   expectExit,

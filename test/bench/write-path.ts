@@ -9,15 +9,15 @@
  * default durability, so each group pays for its commit's WAL flush, as it does for users.
  */
 import { performance } from 'node:perf_hooks';
-import { historiesOf, type History } from '../../src/core/history.js';
-import { lookupDetail } from '../../src/core/decision-json.js';
-import { planDecision } from '../../src/core/plan.js';
-import { applyDecisions } from '../../src/core/write-decisions.js';
-import type { CoreContext } from '../../src/core/context.js';
+import { historiesOf, type History } from '../../src/core/journal/history.js';
+import { lookupDetail } from '../../src/core/journal/decision-json.js';
+import { planDecision } from '../../src/core/reconcile/plan.js';
+import { applyDecisions } from '../../src/core/reconcile/write-decisions.js';
+import type { CoreContext } from '../../src/core/journal/context.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { Db } from '../../src/store/db.js';
 import type { Operation } from '../../src/types.js';
-import { rowToOperation, type OperationRow } from '../../src/core/operations.js';
+import { rowToOperation, type OperationRow } from '../../src/core/journal/operations.js';
 import { freshPgStore, mkdir, round, writeStripeConfig, type BenchContext, type Benchmark } from './lib.js';
 import { instantProvider, opId, seedOperations } from './seed.js';
 

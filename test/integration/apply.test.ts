@@ -1,5 +1,5 @@
 /**
- * Decisions written in groups (src/core/write-decisions.ts, decision-writer.ts), over both store backends: each operation of a
+ * Decisions written in groups (src/core/reconcile/write-decisions.ts, decision-writer.ts), over both store backends: each operation of a
  * group is checked on its own (lease, state), a store error in one item costs only that item, a
  * provider transaction named twice is linked once, the audit chains stay intact, and a pass does
  * not claim what another worker's pass already looked up (last_checked_at, migration 0003).
@@ -8,17 +8,17 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { chainHeads, eventsOf, verifyChains } from '../../src/core/audit.js';
-import { claimForRun } from '../../src/core/claims.js';
-import type { CoreContext } from '../../src/core/context.js';
-import { decisionWriter } from '../../src/core/decision-writer.js';
-import type { PlannedDecision } from '../../src/core/plan.js';
-import { recordOperations } from '../../src/core/record.js';
-import { findOperation } from '../../src/core/operations.js';
-import { transition } from '../../src/core/transition.js';
-import { validateOperation } from '../../src/core/validate.js';
-import { note } from '../../src/core/note.js';
-import { applyDecisions } from '../../src/core/write-decisions.js';
+import { chainHeads, eventsOf, verifyChains } from '../../src/core/journal/chain.js';
+import { claimForRun } from '../../src/core/attempt/claims.js';
+import type { CoreContext } from '../../src/core/journal/context.js';
+import { decisionWriter } from '../../src/core/reconcile/decision-writer.js';
+import type { PlannedDecision } from '../../src/core/reconcile/plan.js';
+import { recordOperations } from '../../src/core/intake/record.js';
+import { findOperation } from '../../src/core/journal/operations.js';
+import { transition } from '../../src/core/journal/transition.js';
+import { validateOperation } from '../../src/core/intake/validate.js';
+import { note } from '../../src/core/journal/note.js';
+import { applyDecisions } from '../../src/core/reconcile/write-decisions.js';
 import { LeaseLostError } from '../../src/errors.js';
 import type { Db } from '../../src/store/db.js';
 import { migrate, migrationsDir } from '../../src/store/migrate.js';

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
-import { scanLedger } from '../../src/core/duplicates.js';
+import { scanLedger } from '../../src/core/audit/duplicates.js';
 import { createProvider } from '../../src/providers/index.js';
 import type { Db } from '../../src/store/db.js';
 import type { ListRange, Provider, ProviderTxn } from '../../src/types.js';

@@ -4,13 +4,13 @@
  * on the operation's state and audit trail.
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { claimAttempt } from '../../src/core/claims.js';
-import { eventsOf } from '../../src/core/audit.js';
-import type { CoreContext } from '../../src/core/context.js';
-import { getOperation, transactionsOf } from '../../src/core/operations.js';
-import { runPass } from '../../src/core/run.js';
-import { finishAttempt, submitOperation, submitRequest } from '../../src/core/submit.js';
-import { ingestWebhook } from '../../src/core/webhooks.js';
+import { claimAttempt } from '../../src/core/attempt/claims.js';
+import { eventsOf } from '../../src/core/journal/chain.js';
+import type { CoreContext } from '../../src/core/journal/context.js';
+import { getOperation, transactionsOf } from '../../src/core/journal/operations.js';
+import { runPass } from '../../src/core/reconcile/run.js';
+import { finishAttempt, submitOperation, submitRequest } from '../../src/core/attempt/submit.js';
+import { ingestWebhook } from '../../src/core/found/webhooks.js';
 import { RefusedError } from '../../src/errors.js';
 import type { Provider } from '../../src/types.js';
 import { backends, removeTempStores } from '../support/backends.js';

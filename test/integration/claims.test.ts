@@ -7,15 +7,15 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { claimAttempt, claimForRun } from '../../src/core/claims.js';
-import type { CoreContext } from '../../src/core/context.js';
-import { eventsOf } from '../../src/core/audit.js';
-import { recordOperations } from '../../src/core/record.js';
-import { findOperation } from '../../src/core/operations.js';
-import { finishAttempt } from '../../src/core/submit.js';
-import { note } from '../../src/core/note.js';
-import { transition } from '../../src/core/transition.js';
-import { validateOperation } from '../../src/core/validate.js';
+import { claimAttempt, claimForRun } from '../../src/core/attempt/claims.js';
+import type { CoreContext } from '../../src/core/journal/context.js';
+import { eventsOf } from '../../src/core/journal/chain.js';
+import { recordOperations } from '../../src/core/intake/record.js';
+import { findOperation } from '../../src/core/journal/operations.js';
+import { finishAttempt } from '../../src/core/attempt/submit.js';
+import { note } from '../../src/core/journal/note.js';
+import { transition } from '../../src/core/journal/transition.js';
+import { validateOperation } from '../../src/core/intake/validate.js';
 import { LeaseLostError, RefusedError } from '../../src/errors.js';
 import type { Db } from '../../src/store/db.js';
 import type { Provider } from '../../src/types.js';
@@ -82,7 +82,7 @@ describe.runIf(postgres)('claims on PostgreSQL from several processes', () => {
     } finally {
       await db.close();
     }
-    const claimsUrl = pathToFileURL(path.join(ROOT, 'dist/src/core/claims.js')).href;
+    const claimsUrl = pathToFileURL(path.join(ROOT, 'dist/src/core/attempt/claims.js')).href;
     const openUrl = pathToFileURL(path.join(ROOT, 'dist/src/store/open.js')).href;
     const workers = Array.from({ length: 4 }, (_, i) => {
       const child = spawn(

@@ -4,14 +4,14 @@
  * tamper resistance (SPEC §2, §3, §8 incidents 2 and 10).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { approveOperation } from '../../src/core/approve.js';
-import { eventHash, eventsOf, verifyChains } from '../../src/core/audit.js';
-import type { CoreContext } from '../../src/core/context.js';
-import { recordOperations } from '../../src/core/record.js';
-import { findOperation, listOperations } from '../../src/core/operations.js';
-import { transition } from '../../src/core/transition.js';
-import { validateOperation, type OperationInput } from '../../src/core/validate.js';
-import { showOperation } from '../../src/core/views.js';
+import { approveOperation } from '../../src/core/intake/approve.js';
+import { eventHash, eventsOf, verifyChains } from '../../src/core/journal/chain.js';
+import type { CoreContext } from '../../src/core/journal/context.js';
+import { recordOperations } from '../../src/core/intake/record.js';
+import { findOperation, listOperations } from '../../src/core/journal/operations.js';
+import { transition } from '../../src/core/journal/transition.js';
+import { validateOperation, type OperationInput } from '../../src/core/intake/validate.js';
+import { showOperation } from '../../src/core/journal/views.js';
 import { RefusedError } from '../../src/errors.js';
 import type { Db, Queryable } from '../../src/store/db.js';
 import { UNRESOLVED_STATES, type State } from '../../src/types.js';

@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
-import { submitOperation } from '../../src/core/submit.js';
+import { submitOperation } from '../../src/core/attempt/submit.js';
 import { createProvider } from '../../src/providers/index.js';
 import { openStore } from '../../src/store/open.js';
 import type { Backend } from '../support/backends.js';

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
-import { submitOperation } from '../../src/core/submit.js';
+import { submitOperation } from '../../src/core/attempt/submit.js';
 import { createProvider } from '../../src/providers/index.js';
 import { MIN_OPS } from '../../src/providers/stripe/scan.js';
 import { openStore } from '../../src/store/open.js';

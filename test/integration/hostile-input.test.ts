@@ -6,7 +6,7 @@
  * provider data) is printed escaped, never as live terminal escapes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_SUBJECT_BYTES } from '../../src/core/validate.js';
+import { MAX_SUBJECT_BYTES } from '../../src/core/intake/validate.js';
 import { openStore } from '../../src/store/open.js';
 import { backends, removeTempStores } from '../support/backends.js';
 import { startWorld, type World } from '../support/world.js';

@@ -4,7 +4,7 @@
  */
 import { expect } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
-import { submitOperation } from '../../src/core/submit.js';
+import { submitOperation } from '../../src/core/attempt/submit.js';
 import { createProvider } from '../../src/providers/index.js';
 import type { CliResult } from '../support/cli.js';
 import { startWorld, type World, type WorldOptions } from '../support/world.js';

@@ -4,7 +4,7 @@
  * state, and `audit verify` then said ok), and each event starts where the previous one ended.
  */
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { eventHash } from '../../src/core/audit.js';
+import { eventHash } from '../../src/core/journal/chain.js';
 import type { Db } from '../../src/store/db.js';
 import type { State } from '../../src/types.js';
 import { backends, removeTempStores } from '../support/backends.js';

@@ -4,13 +4,13 @@
  * gave (e.g. duplicate) is kept: the person's reason goes into the trail.
  */
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { eventsOf, verifyChains } from '../../src/core/audit.js';
-import type { CoreContext } from '../../src/core/context.js';
-import { escalate } from '../../src/core/escalate.js';
-import { recordOperations } from '../../src/core/record.js';
-import { getOperation } from '../../src/core/operations.js';
-import { transition } from '../../src/core/transition.js';
-import { validateOperation } from '../../src/core/validate.js';
+import { eventsOf, verifyChains } from '../../src/core/journal/chain.js';
+import type { CoreContext } from '../../src/core/journal/context.js';
+import { escalate } from '../../src/core/review/escalate.js';
+import { recordOperations } from '../../src/core/intake/record.js';
+import { getOperation } from '../../src/core/journal/operations.js';
+import { transition } from '../../src/core/journal/transition.js';
+import { validateOperation } from '../../src/core/intake/validate.js';
 import type { Db } from '../../src/store/db.js';
 import { backends, removeTempStores } from '../support/backends.js';
 

@@ -1,14 +1,14 @@
 /**
  * Issue 14: `recon retry` refused operations it does not retry with "only outcome_unknown
  * operations are retried" while it retried pending and submitting ones too. The one check is the
- * core's (src/core/retry.ts): a refusal names the states it does work on, and nothing reaches
+ * core's (src/core/reconcile/retry.ts): a refusal names the states it does work on, and nothing reaches
  * the provider. In-process against the Stripe sandbox, asserting on its ledger.
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { escalate } from '../../src/core/escalate.js';
-import { getOperation } from '../../src/core/operations.js';
-import { retryNow } from '../../src/core/retry.js';
-import { transition } from '../../src/core/transition.js';
+import { escalate } from '../../src/core/review/escalate.js';
+import { getOperation } from '../../src/core/journal/operations.js';
+import { retryNow } from '../../src/core/reconcile/retry.js';
+import { transition } from '../../src/core/journal/transition.js';
 import { RefusedError } from '../../src/errors.js';
 import { backends, removeTempStores } from '../support/backends.js';
 import { startStripeWorld, type StripeWorld } from './integrity-support.js';

@@ -5,11 +5,11 @@
  */
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_CAPABILITIES } from '../../src/config/providers.js';
-import { eventsOf } from '../../src/core/audit.js';
-import type { CoreContext } from '../../src/core/context.js';
-import { recordOperations } from '../../src/core/record.js';
-import { runPass } from '../../src/core/run.js';
-import { validateOperation } from '../../src/core/validate.js';
+import { eventsOf } from '../../src/core/journal/chain.js';
+import type { CoreContext } from '../../src/core/journal/context.js';
+import { recordOperations } from '../../src/core/intake/record.js';
+import { runPass } from '../../src/core/reconcile/run.js';
+import { validateOperation } from '../../src/core/intake/validate.js';
 import type { Db } from '../../src/store/db.js';
 import type { LookupResult, Provider } from '../../src/types.js';
 import { backends, removeTempStores } from '../support/backends.js';

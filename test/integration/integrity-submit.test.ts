@@ -6,14 +6,14 @@
  * In-process against the Stripe sandbox, asserting on its ledger.
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { eventsOf, verifyChains } from '../../src/core/audit.js';
+import { eventsOf, verifyChains } from '../../src/core/journal/chain.js';
 import { payloadHash } from '../../src/lib/canonical.js';
-import { recordOperations } from '../../src/core/record.js';
-import { attemptsOf, getOperation, transactionsOf } from '../../src/core/operations.js';
-import { claimAttempt } from '../../src/core/claims.js';
-import { escalate } from '../../src/core/escalate.js';
-import { finishAttempt, submitOperation } from '../../src/core/submit.js';
-import { validateOperation } from '../../src/core/validate.js';
+import { recordOperations } from '../../src/core/intake/record.js';
+import { attemptsOf, getOperation, transactionsOf } from '../../src/core/journal/operations.js';
+import { claimAttempt } from '../../src/core/attempt/claims.js';
+import { escalate } from '../../src/core/review/escalate.js';
+import { finishAttempt, submitOperation } from '../../src/core/attempt/submit.js';
+import { validateOperation } from '../../src/core/intake/validate.js';
 import { LeaseLostError, RefusedError, UsageError } from '../../src/errors.js';
 import type { Provider } from '../../src/types.js';
 import { backends, removeTempStores } from '../support/backends.js';

@@ -5,9 +5,9 @@
  */
 import { parseConfig } from '../../src/config/load.js';
 import type { LoadedConfig } from '../../src/config/types.js';
-import type { CoreContext } from '../../src/core/context.js';
-import { recordOperations } from '../../src/core/record.js';
-import { validateOperation } from '../../src/core/validate.js';
+import type { CoreContext } from '../../src/core/journal/context.js';
+import { recordOperations } from '../../src/core/intake/record.js';
+import { validateOperation } from '../../src/core/intake/validate.js';
 import { createProvider } from '../../src/providers/index.js';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import type { Db } from '../../src/store/db.js';

@@ -5,11 +5,11 @@
  * the Stripe sandbox, asserting on its ledger and on the operation.
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { eventsOf } from '../../src/core/audit.js';
-import { getOperation, transactionsOf } from '../../src/core/operations.js';
-import { runPass } from '../../src/core/run.js';
-import { submitOperation } from '../../src/core/submit.js';
-import { ingestWebhook } from '../../src/core/webhooks.js';
+import { eventsOf } from '../../src/core/journal/chain.js';
+import { getOperation, transactionsOf } from '../../src/core/journal/operations.js';
+import { runPass } from '../../src/core/reconcile/run.js';
+import { submitOperation } from '../../src/core/attempt/submit.js';
+import { ingestWebhook } from '../../src/core/found/webhooks.js';
 import { backends, removeTempStores } from '../support/backends.js';
 import { signedEvent, startStripeWorld, type StripeWorld } from './integrity-support.js';
 

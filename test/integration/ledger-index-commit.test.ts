@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { scanLedger } from '../../src/core/duplicates.js';
+import { scanLedger } from '../../src/core/audit/duplicates.js';
 import { openStore } from '../../src/store/open.js';
 import type { Provider } from '../../src/types.js';
 import { listedRefund, listingProvider } from '../support/listing-provider.js';

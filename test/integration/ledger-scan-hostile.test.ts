@@ -7,10 +7,10 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LoadedConfig, StripeProviderConfig } from '../../src/config/types.js';
-import type { CoreContext } from '../../src/core/context.js';
-import { recordOperations } from '../../src/core/record.js';
-import { runPass } from '../../src/core/run.js';
-import { validateOperation } from '../../src/core/validate.js';
+import type { CoreContext } from '../../src/core/journal/context.js';
+import { recordOperations } from '../../src/core/intake/record.js';
+import { runPass } from '../../src/core/reconcile/run.js';
+import { validateOperation } from '../../src/core/intake/validate.js';
 import { createProvider } from '../../src/providers/index.js';
 import { createClient } from '../../src/providers/stripe/client.js';
 import { planLookup } from '../../src/providers/stripe/ledger.js';

@@ -4,13 +4,13 @@
  * escalations and duplicate actions, `--since`, the Prometheus text, and the CLI's `--json`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimAttempt } from '../../src/core/claims.js';
-import type { CoreContext } from '../../src/core/context.js';
-import { scanLedger } from '../../src/core/duplicates.js';
-import { recordOperations } from '../../src/core/record.js';
-import { computeStats, statsPrometheus, type Stats } from '../../src/core/stats.js';
-import { transition } from '../../src/core/transition.js';
-import { validateOperation } from '../../src/core/validate.js';
+import { claimAttempt } from '../../src/core/attempt/claims.js';
+import type { CoreContext } from '../../src/core/journal/context.js';
+import { scanLedger } from '../../src/core/audit/duplicates.js';
+import { recordOperations } from '../../src/core/intake/record.js';
+import { computeStats, statsPrometheus, type Stats } from '../../src/core/report/stats.js';
+import { transition } from '../../src/core/journal/transition.js';
+import { validateOperation } from '../../src/core/intake/validate.js';
 import type { Db } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
 import type { Provider, ProviderTxn, State } from '../../src/types.js';

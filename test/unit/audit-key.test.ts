@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { resolveAuditKey } from '../../src/config/audit-key.js';
 import { parseConfig } from '../../src/config/load.js';
 import { clearSecrets, redact } from '../../src/config/redact.js';
-import { auditKeyFrom } from '../../src/core/audit-key.js';
+import { auditKeyFrom } from '../../src/lib/keyed-hash.js';
 
 const KEY = '3f6c1d0e9b8a7f6e5d4c3b2a19081726354453627180a9b8c7d6e5f4a3b2c1d0';
 

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { approvalByPolicy, POLICY_APPROVAL } from '../../src/core/approve.js';
+import { approvalByPolicy, POLICY_APPROVAL } from '../../src/core/intake/approve.js';
 import { UsageError } from '../../src/errors.js';
 
 function stripe(autoApprove: unknown) {

@@ -16,7 +16,7 @@ describe('canonicalJson', () => {
 
   it('writes a hole in an array as null, as it is stored: the hash of a payload survives the store', () => {
     // A library caller's payload may be a sparse array; jsonb stores each hole as null, and a claim
-    // re-hashes the payload it reads back (src/core/claims.ts): both must give the same text.
+    // re-hashes the payload it reads back (src/core/attempt/claims.ts): both must give the same text.
     const sparse: unknown[] = [1];
     sparse[2] = 3;
     const holeFirst: unknown[] = [];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatDuration, parseDuration, parseSinceOrDate, tryParseDuration } from '../../src/core/durations.js';
+import { formatDuration, parseDuration, parseSinceOrDate, tryParseDuration } from '../../src/lib/durations.js';
 import { UsageError } from '../../src/errors.js';
 
 describe('parseDuration', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { formatAmount } from '../../commands/support/format.js';
-import { formatDuration } from '../../src/core/durations.js';
+import { formatDuration } from '../../src/lib/durations.js';
 import { fitColumns, wrapText } from '../../commands/support/style.js';
 
 describe('formatAmount', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TokenBucket, backoffDelay, limitConcurrency, retryAfterMs, withRetries } from '../../src/core/ratelimit.js';
+import { TokenBucket, backoffDelay, limitConcurrency, retryAfterMs, withRetries } from '../../src/lib/ratelimit.js';
 import { UsageError } from '../../src/errors.js';
 
 /** A clock that only moves when something sleeps on it; records every sleep. */

@@ -1,6 +1,6 @@
 /** Shared builders for the rule tests: one operation attempted at T0, Stripe-like capabilities. */
 import { payloadHash } from '../../src/lib/canonical.js';
-import type { RuleInput } from '../../src/core/rule.js';
+import type { RuleInput } from '../../src/core/reconcile/rule.js';
 import type { LookupResult, ProviderCapabilities, ProviderTxn } from '../../src/types.js';
 
 const SEC = 1_000;

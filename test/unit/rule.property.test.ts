@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { RULES, decide, type RuleInput } from '../../src/core/rule.js';
+import { RULES, decide, type RuleInput } from '../../src/core/reconcile/rule.js';
 import type { LookupResult, ObservationResult, ProviderTxn } from '../../src/types.js';
 import { CAPS, HASH, HOUR, MIN, T0, at, txn } from './rule-fixtures.js';
 

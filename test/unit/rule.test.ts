@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RULES, decide } from '../../src/core/rule.js';
+import { RULES, decide } from '../../src/core/reconcile/rule.js';
 import { RefusedError } from '../../src/errors.js';
 import type { Decision, ObservationResult, State } from '../../src/types.js';
 import { HOUR, MIN, NOT_FOUND, T0, at, found, input, txn, type InputOverrides } from './rule-fixtures.js';

@@ -5,7 +5,7 @@
  * live transaction was made outside recon, goes to review instead of being sent.
  */
 import { describe, expect, it } from 'vitest';
-import { assertTransition, canTransition } from '../../src/core/states.js';
+import { assertTransition, canTransition } from '../../src/core/journal/states.js';
 import { RefusedError } from '../../src/errors.js';
 
 describe('the movers of SPEC §3', () => {

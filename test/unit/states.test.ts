@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { assertTransition, canTransition, isState, isTerminal, isUnresolved } from '../../src/core/states.js';
+import { assertTransition, canTransition, isState, isTerminal, isUnresolved } from '../../src/core/journal/states.js';
 import { RefusedError } from '../../src/errors.js';
 import { STATES, type State } from '../../src/types.js';
 

@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AGE_BUCKETS, percentile, statsPrometheus, type Stats } from '../../src/core/stats.js';
+import { AGE_BUCKETS, percentile, statsPrometheus, type Stats } from '../../src/core/report/stats.js';
 import { parsePrometheus } from '../support/prometheus.js';
 
 describe('percentile (nearest rank)', () => {

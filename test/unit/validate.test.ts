@@ -5,7 +5,7 @@ import {
   parseOperationsText,
   validateId,
   validateOperation,
-} from '../../src/core/validate.js';
+} from '../../src/core/intake/validate.js';
 import { UsageError } from '../../src/errors.js';
 import type { JsonDoc } from '../support/cli.js';
 

@@ -14,7 +14,7 @@ import type {
   SubmitRequest,
   SubmitResult,
 } from '../../types.js';
-import { backoffDelay, realSleep, retryAfterMs, TokenBucket, withRetries, type Sleep } from '../../core/ratelimit.js';
+import { backoffDelay, realSleep, retryAfterMs, TokenBucket, withRetries, type Sleep } from '../../lib/ratelimit.js';
 import { redact } from '../../config/redact.js';
 import { classifyAnswer, classifyNetworkError, parseJson, summarise, type HttpAnswer } from './classify.js';
 import { carriesIdentity, fillPath, getPath, operationValues, toTxn } from './mapping.js';

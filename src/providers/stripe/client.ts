@@ -5,7 +5,7 @@
 import type Stripe from 'stripe';
 import { StripeSdk } from './sdk.js';
 import { UsageError } from '../../errors.js';
-import { backoffDelay, realSleep, retryAfterMs, TokenBucket, withRetries, type Sleep } from '../../core/ratelimit.js';
+import { backoffDelay, realSleep, retryAfterMs, TokenBucket, withRetries, type Sleep } from '../../lib/ratelimit.js';
 import type { StripeProviderConfig } from '../../config/types.js';
 import { headerOf } from './classify.js';
 

@@ -8,7 +8,7 @@
  */
 import type Stripe from 'stripe';
 import type { ListRange, LookupQuery, LookupResult, ProviderTxn } from '../../types.js';
-import { formatDuration } from '../../core/durations.js';
+import { formatDuration } from '../../lib/durations.js';
 import { ProviderUnavailableError } from '../../errors.js';
 import { describeError, headerOf, missingParent, refundToTxn, refusedKey } from './classify.js';
 import { isRateLimited, retryAfterOf, type StripeClient } from './client.js';

@@ -1,0 +1,251 @@
+import { RefusedError } from '../../errors.js';
+import type { Queryable } from '../../store/db.js';
+import type { Operation } from '../../types.js';
+import { payloadHash } from '../../lib/canonical.js';
+import type { CoreContext } from '../journal/context.js';
+import { lockOperation, rowToOperation, type OperationRow } from '../journal/operations.js';
+import { RECONCILABLE_SQL, UNRESOLVED_SQL } from '../journal/states.js';
+import { transition } from '../journal/transition.js';
+
+/**
+ * Claims (graphile-worker style): a claim is a lease — an owner token and an expiry — taken in
+ * one transaction with FOR UPDATE SKIP LOCKED, so concurrent workers never take the same
+ * operation. Every write of a result re-checks the lease (`assertLease`), so a worker whose lease
+ * expired and was taken over cannot write over the newer claim.
+ */
+export function newOwnerToken(actor: string): string {
+  return `${actor}/${process.pid}/${Math.random().toString(36).slice(2, 10)}`;
+}
+
+/**
+ * A claimed operation, with the lease it had before this claim: a `submitting` one whose lease
+ * expired was left by a crashed worker, and its `lease.expired` event records when that lease
+ * expired (the row itself now holds the new lease).
+ */
+export type ClaimedOperation = Operation & { previous_lease_expires_at?: Date | null };
+
+export interface RunClaimOptions {
+  owner: string;
+  /** The lease of operations whose provider has none in `leaseMsByProvider`. */
+  leaseMs: number;
+  /** Each provider's own `lease`: a worker killed mid-pass blocks an operation for its provider's lease only. */
+  leaseMsByProvider?: Map<string, number>;
+  now: Date;
+  limit: number;
+  provider?: string;
+  /** Already handled in this pass (a `wait` releases its lease; it must not be claimed again). */
+  exclude?: string[];
+  /**
+   * When this pass started: an operation looked up after that (last_checked_at) was already handled by another
+   * worker's pass (a `wait` or `pending` gives its lease back), so it is not handled twice.
+   * Strictly after, so a pass under a frozen test clock still sees the previous pass's work.
+   */
+  checkedBefore?: Date;
+}
+
+/**
+ * Claims up to `limit` operations that `recon run` should reconcile: pending and outcome_unknown
+ * ones that nobody holds, and submitting ones whose lease expired (a crashed worker's). Oldest
+ * first, so a backlog drains in order. Operations backing off after `unavailable` are skipped
+ * until their next_check_at.
+ */
+export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<ClaimedOperation[]> {
+  // `checkedBefore` reads a column of the claimed row itself (last_checked_at, set in the same
+  // transaction as the decision). Under READ COMMITTED, a row that another worker handled and
+  // released while this statement ran is locked on its newest version and the WHERE clause is
+  // re-checked on that version, so it is skipped. (When the check was a NOT EXISTS over
+  // recon.observations, that subquery kept the statement's older snapshot: 4 concurrent
+  // `recon run`s decided dozens of operations twice, npm run bench.)
+  const r = await q.query<ClaimedRow>(
+    `WITH c AS (
+       SELECT id, lease_expires_at AS previous_lease_expires_at FROM recon.operations
+        WHERE state IN ${UNRESOLVED_SQL}
+          AND state <> 'needs_review'
+          AND (lease_expires_at IS NULL OR lease_expires_at <= $1::timestamptz)
+          AND (next_check_at IS NULL OR next_check_at <= $1::timestamptz)
+          AND ($5::text IS NULL OR provider = $5::text)
+          AND NOT (id = ANY($6::text[]))
+          AND ($7::timestamptz IS NULL OR last_checked_at IS NULL OR last_checked_at <= $7::timestamptz)
+        ORDER BY created_at, id
+        LIMIT $3::int
+        FOR UPDATE SKIP LOCKED)
+     UPDATE recon.operations o
+        SET lease_owner = $2::text,
+            lease_expires_at = $1::timestamptz + make_interval(secs => coalesce(
+              (SELECT l.ms FROM unnest($8::text[], $9::int[]) AS l(provider, ms) WHERE l.provider = o.provider),
+              $4::int) / 1000.0)
+       FROM c WHERE o.id = c.id
+     RETURNING o.*, c.previous_lease_expires_at`,
+    [
+      o.now.toISOString(),
+      o.owner,
+      o.limit,
+      o.leaseMs,
+      o.provider ?? null,
+      o.exclude ?? [],
+      o.checkedBefore?.toISOString() ?? null,
+      [...(o.leaseMsByProvider?.keys() ?? [])],
+      [...(o.leaseMsByProvider?.values() ?? [])],
+    ],
+  );
+  return r.rows
+    .map(rowToClaimed)
+    .sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
+}
+
+/** Gives a lease back (only if we still hold it). */
+export async function releaseLease(q: Queryable, id: string, owner: string): Promise<void> {
+  await q.query(
+    'UPDATE recon.operations SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2',
+    [id, owner],
+  );
+}
+
+export interface AttemptClaim {
+  op: Operation;
+  attempt: number;
+  owner: string;
+  leaseExpiresAt: Date;
+}
+
+/**
+ * The payload is frozen (SPEC §1.3): what would be sent must still hash to the hash recorded with
+ * it, in the `payload_hash` column and in the operation's first audit event (which the hash chain
+ * and an anchor protect, so changing `payload` and `payload_hash` together is caught too). Null when
+ * it does; else the recorded and the found hash. Anyone with UPDATE on recon.operations can change
+ * `payload` behind recon's back: without this check the changed amount was sent and the operation
+ * confirmed at its old one (issue 10).
+ */
+async function payloadTampering(
+  tx: Queryable,
+  op: Pick<Operation, 'id' | 'payload' | 'payload_hash'>,
+): Promise<{ recorded: string; found: string } | null> {
+  const found = payloadHash(op.payload);
+  const r = await tx.query<{ payload_hash: string | null }>(
+    `SELECT detail->>'payload_hash' AS payload_hash FROM recon.audit_events WHERE operation_id = $1 AND seq = 1`,
+    [op.id],
+  );
+  // An operation without its first event is reported by audit verify (missing_chain).
+  const recorded = r.rows[0]?.payload_hash ?? op.payload_hash;
+  return found === recorded && found === op.payload_hash ? null : { recorded, found };
+}
+
+/**
+ * Phase 1 of an attempt (one transaction): move to `submitting` under our lease, count the attempt
+ * and persist the attempt row BEFORE the request is sent, so a crash during the request leaves a
+ * record from which the truth is recovered (lease expiry → outcome_unknown → lookup).
+ * `from` is `approved` for a first submit, `outcome_unknown` for a retry the rule authorised.
+ *
+ * In the same transaction, before anything is written: the payload is re-checked against its
+ * stored hash (a mismatch commits `needs_review`, reason `payload_tampered`, and throws
+ * RefusedError: nothing is sent), and `check` (the adapter's own validation of what it would
+ * send) may throw, which leaves the operation as it was: an error found before any byte is sent
+ * is never an unknown outcome, and burns no attempt.
+ */
+export async function claimAttempt(
+  ctx: CoreContext,
+  id: string,
+  o: {
+    owner: string;
+    leaseMs: number;
+    from: 'approved' | 'outcome_unknown';
+    rule: string;
+    detail?: Record<string, unknown>;
+    heldLease?: string;
+    /** Validates what would be sent (Provider.validatePayload); a throw rolls the claim back. */
+    check?: (op: Operation) => void;
+  },
+): Promise<AttemptClaim> {
+  const now = ctx.now();
+  const expires = new Date(now.getTime() + o.leaseMs);
+  const claimed = await ctx.db.transaction(async (tx): Promise<AttemptClaim | { tampered: string }> => {
+    const current = await lockOperation(tx, id);
+    if (current.state === 'needs_review') {
+      // A webhook may have found a transaction made outside recon before the first submit (SPEC §3).
+      throw new RefusedError(
+        `operation ${id} is needs_review${current.review_reason ? ` (${current.review_reason})` : ''}; nothing was sent: a person decides it (recon ops show ${id}, recon review resolve)`,
+        'state_machine',
+      );
+    }
+    if (current.state !== o.from) {
+      throw new RefusedError(
+        `operation ${id} is ${current.state}; only ${o.from} operations can be ${o.from === 'approved' ? 'submitted (approve it first: recon ops approve)' : 'retried'}`,
+        'state_machine',
+      );
+    }
+    const held = current.lease_owner && current.lease_expires_at && current.lease_expires_at > now;
+    if (held && current.lease_owner !== o.heldLease) {
+      throw new RefusedError(
+        `operation ${id} is claimed by ${current.lease_owner} until ${current.lease_expires_at!.toISOString()}`,
+        'lease_held',
+      );
+    }
+    const tampered = await payloadTampering(tx, current);
+    if (tampered) {
+      await transition(tx, id, 'needs_review', {
+        actor: ctx.actor,
+        auditKey: ctx.auditKey,
+        now,
+        kind: 'attempt.refused',
+        rule: 'claim.payload_tampered',
+        review_reason: 'payload_tampered',
+        detail: { payload_hash_recorded: tampered.recorded, payload_hash_found: tampered.found, nothing_sent: true },
+      });
+      return {
+        tampered: `operation ${id}: its payload no longer matches the payload_hash recorded with it (${tampered.recorded.slice(0, 12)}… vs ${tampered.found.slice(0, 12)}…): it was changed in the store after recording. Nothing was sent; the operation is now needs_review (payload_tampered)`,
+      };
+    }
+    o.check?.(current);
+    const attempt = current.attempt_count + 1;
+    const { op } = await transition(tx, id, 'submitting', {
+      actor: ctx.actor,
+      auditKey: ctx.auditKey,
+      now,
+      kind: 'attempt.started',
+      rule: o.rule,
+      detail: { attempt, idempotency_key: current.idempotency_key, ...(o.detail ?? {}) },
+      keepLease: { owner: o.owner, expiresAt: expires },
+    });
+    await tx.query(
+      `UPDATE recon.operations SET attempt_count = $2, first_attempt_at = coalesce(first_attempt_at, $3::timestamptz) WHERE id = $1`,
+      [id, attempt, now.toISOString()],
+    );
+    await tx.query(
+      `INSERT INTO recon.attempts (operation_id, number, idempotency_key, request_hash, started_at, lease_owner)
+       VALUES ($1, $2, $3, $4, $5::timestamptz, $6)`,
+      [id, attempt, current.idempotency_key, payloadHash(current.payload), now.toISOString(), o.owner],
+    );
+    return {
+      op: { ...op, attempt_count: attempt, first_attempt_at: current.first_attempt_at ?? now },
+      attempt,
+      owner: o.owner,
+      leaseExpiresAt: expires,
+    };
+  });
+  if ('tampered' in claimed) throw new RefusedError(claimed.tampered, 'payload_tampered');
+  return claimed;
+}
+
+/** Claims one operation for reconciliation (`recon retry`); null when another worker holds it. */
+export async function claimOne(
+  q: Queryable,
+  id: string,
+  o: { owner: string; leaseMs: number; now: Date },
+): Promise<ClaimedOperation | null> {
+  const r = await q.query<ClaimedRow>(
+    `UPDATE recon.operations o
+        SET lease_owner = $2::text, lease_expires_at = $3::timestamptz + make_interval(secs => $4::int / 1000.0)
+       FROM (SELECT id, lease_expires_at AS previous_lease_expires_at FROM recon.operations WHERE id = $1 FOR UPDATE) c
+      WHERE o.id = c.id AND o.state IN ${RECONCILABLE_SQL}
+        AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= $3::timestamptz)
+      RETURNING o.*, c.previous_lease_expires_at`,
+    [id, o.owner, o.now.toISOString(), o.leaseMs],
+  );
+  return r.rows[0] ? rowToClaimed(r.rows[0]) : null;
+}
+
+type ClaimedRow = OperationRow & { previous_lease_expires_at?: Date | null };
+
+function rowToClaimed(row: ClaimedRow): ClaimedOperation {
+  return { ...rowToOperation(row), previous_lease_expires_at: row.previous_lease_expires_at ?? null };
+}

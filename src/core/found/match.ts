@@ -1,0 +1,53 @@
+import { formatAmount } from '../../lib/money.js';
+import type { Operation, ProviderTxn, State } from '../../types.js';
+
+/**
+ * Fields on which a provider transaction contradicts the operation it is linked to: the one check
+ * behind a lookup's match (the rule), a submit response, a webhook, `attach` and `review resolve`.
+ * Compared only when both sides know the value: an http provider whose mapping has no amount
+ * cannot contradict one. The subject has no provider-side counterpart in ProviderTxn, so it is not
+ * compared here.
+ */
+export function txnMismatches(
+  op: Pick<Operation, 'id' | 'amount' | 'currency' | 'client_reference'>,
+  txn: ProviderTxn,
+): string[] {
+  const out: string[] = [];
+  if (op.amount !== null && txn.amount !== null && op.amount !== txn.amount) {
+    // In major units with the currency, as a person reads them ("80.03 USD vs 79.03 USD").
+    out.push(
+      `amount (${formatAmount(txn.amount, txn.currency ?? op.currency)} vs ${formatAmount(op.amount, op.currency)})`,
+    );
+  }
+  if (op.currency !== null && txn.currency !== null && op.currency.toLowerCase() !== txn.currency.toLowerCase()) {
+    out.push(`currency (${txn.currency} vs ${op.currency})`);
+  }
+  if (txn.operation_id !== null && txn.operation_id !== op.id) {
+    out.push(`operation id (${txn.operation_id} vs ${op.id})`);
+  }
+  if (op.client_reference !== null && txn.client_reference !== null && op.client_reference !== txn.client_reference) {
+    out.push(`client reference (${txn.client_reference} vs ${op.client_reference})`);
+  }
+  return out;
+}
+
+/**
+ * Why a newly found live transaction is a side effect the operation cannot account for, or null:
+ * - `another_live`: the operation has another live one linked already (a duplicate, SPEC §3);
+ * - `not_submitted`: the operation is `approved`, never sent: it was made outside recon, and the
+ *   first submit must not make a second one;
+ * - `held_failed`: recon holds the operation as `failed`, the provider holds a live transaction.
+ * Every path that links or confirms a transaction asks this (webhooks, late responses, lookups of
+ * resolved operations, submit results, the rule's confirm): a person must see each of these.
+ */
+export function unexplainedLive(
+  state: State,
+  txn: Pick<ProviderTxn, 'provider_id' | 'state'>,
+  linked: { provider_id: string; state: string }[],
+): 'another_live' | 'not_submitted' | 'held_failed' | null {
+  if (txn.state === 'failed') return null;
+  if (linked.some((t) => t.provider_id !== txn.provider_id && t.state !== 'failed')) return 'another_live';
+  if (state === 'approved') return 'not_submitted';
+  if (state === 'failed') return 'held_failed';
+  return null;
+}

@@ -1,0 +1,94 @@
+/**
+ * The re-plan guard (SPEC §4 "Approval by policy"). An agent run that restarts regenerates its
+ * plan and a new operation id; the provider rightly treats the new id as a new action. recon can
+ * see what the provider cannot: another operation of the same provider and action for the same
+ * target (Stripe: the same `payment_intent` or `charge`; other providers: the same
+ * `client_reference`) that is not `failed` or `cancelled`. A policy never approves past it: the
+ * proposal waits for a person, who may still approve a second, deliberate action.
+ */
+import type { Queryable } from '../../store/db.js';
+import type { State } from '../../types.js';
+import { sha256Hex } from '../../lib/canonical.js';
+
+/** What an operation acts on, as far as recon can tell before asking the provider. */
+interface Target {
+  provider: string;
+  action: string;
+  payment_intent: string | null;
+  charge: string | null;
+  client_reference: string | null;
+}
+
+export interface Holder {
+  id: string;
+  state: State;
+}
+
+interface TargetOf {
+  id: string;
+  provider: string;
+  action: string;
+  payload: Record<string, unknown>;
+  client_reference: string | null;
+}
+
+function text(v: unknown): string | null {
+  return typeof v === 'string' && v !== '' ? v : null;
+}
+
+/**
+ * Stripe names what a refund acts on in the payload (`payment_intent` or `charge`); other
+ * providers' payloads have no field recon knows, so the caller's `client_reference` stands for it.
+ * null: nothing identifies the target, and the guard cannot apply.
+ */
+function targetOf(op: TargetOf, providerType: string | undefined): Target | null {
+  const base = { provider: op.provider, action: op.action, payment_intent: null, charge: null, client_reference: null };
+  if (providerType === 'stripe') {
+    const payment_intent = text(op.payload.payment_intent);
+    const charge = text(op.payload.charge);
+    return payment_intent || charge ? { ...base, payment_intent, charge } : null;
+  }
+  return op.client_reference ? { ...base, client_reference: op.client_reference } : null;
+}
+
+const HOLDER = `
+  SELECT id, state FROM recon.operations
+   WHERE provider = $1 AND action = $2 AND id <> $3 AND state NOT IN ('failed', 'cancelled')
+     AND (payload->>'payment_intent' = $4::text OR payload->>'charge' = $5::text OR client_reference = $6::text)
+   ORDER BY created_at, id
+   LIMIT 1`;
+
+/**
+ * The operation that holds this one for a person, or null. With `lock`, inside the transaction that
+ * records the proposal, a transaction-scoped advisory lock on the target is taken first, so two
+ * proposals for one target at once are decided one after the other: the second sees the first.
+ */
+export async function holderOf(
+  tx: Queryable,
+  op: TargetOf,
+  providerType: string | undefined,
+  o: { lock?: boolean } = {},
+): Promise<Holder | null> {
+  const t = targetOf(op, providerType);
+  if (!t) return null;
+  if (o.lock) {
+    const key = sha256Hex(JSON.stringify([t.provider, t.action, t.payment_intent, t.charge, t.client_reference]));
+    await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [
+      BigInt.asIntN(64, BigInt(`0x${key.slice(0, 16)}`)).toString(),
+    ]);
+  }
+  const r = await tx.query<Holder>(HOLDER, [
+    t.provider,
+    t.action,
+    op.id,
+    t.payment_intent,
+    t.charge,
+    t.client_reference,
+  ]);
+  return r.rows[0] ?? null;
+}
+
+/** `held: same target as refund:ord_2001 (confirmed)`: what `review list`, `ops list` and the tools say. */
+export function heldText(h: Holder): string {
+  return `held: same target as ${h.id} (${h.state})`;
+}

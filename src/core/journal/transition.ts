@@ -1,0 +1,370 @@
+import { LeaseLostError, NotFoundError, RefusedError } from '../../errors.js';
+import type { Queryable } from '../../store/db.js';
+import type { AuditEvent, LinkedVia, ObservationResult, Operation, ProviderTxn, State } from '../../types.js';
+import type { AuditKey } from '../../lib/keyed-hash.js';
+import { chainEvent, chainHeads, type ChainHead } from './chain.js';
+import { rowToOperation, type OperationRow } from './operations.js';
+import { assertTransition, isTerminal } from './states.js';
+
+/**
+ * The one writer of operation state (states.ts): every move is checked against the state machine
+ * (`assertTransition`, with who moves and why), written with the lease it leaves, and recorded as
+ * a chained audit event, together. `transition()` moves one operation in the caller's
+ * transaction; `transitionMany()` moves many in one statement (`recon run`'s groups of decisions).
+ */
+
+export interface TransitionOptions {
+  actor: string;
+  /** The audit key (CoreContext.auditKey): the event is keyed with it. */
+  auditKey?: AuditKey | null;
+  now: Date;
+  /** Audit event kind, e.g. `submit.classified`, `run.decision`, `review.resolved`. */
+  kind: string;
+  /** The rule that allowed the move (SPEC §1.6), e.g. `found.confirmed`, `human`. */
+  rule: string;
+  detail?: Record<string, unknown>;
+  review_reason?: string | null;
+  assignee?: string | null;
+  /** `person` for `review resolve` and `attach`: only a person leaves needs_review (SPEC §3). */
+  by?: 'person' | 'system';
+  /**
+   * The worker's lease token. When given, the move is refused unless that worker still holds an
+   * unexpired lease: a worker whose lease was lost must not write over a newer claim.
+   */
+  leaseOwner?: string;
+  /** Keep the lease (e.g. → submitting for a retry); by default a transition releases it. */
+  keepLease?: { owner: string; expiresAt: Date };
+}
+
+/** One operation's part of `transitionMany`. */
+export interface Move {
+  id: string;
+  /**
+   * The state the caller saw: the move is written only if the row is still in it. Omitted: the
+   * state found under the row lock (then `q` must be a transaction).
+   */
+  from?: State;
+  /**
+   * The new state. Omitted, the operation stays where it is (a decision to wait, stay pending or
+   * retry): its event, observation, lease and next check are written, its state is not.
+   */
+  to?: State;
+  kind: string;
+  rule: string | null;
+  detail?: Record<string, unknown>;
+  review_reason?: string | null;
+  assignee?: string | null;
+  by?: 'person' | 'system';
+  /** Refused unless this worker holds an unexpired lease (see TransitionOptions.leaseOwner). */
+  leaseOwner?: string;
+  /** The lease afterwards: released (default), kept as it is, or a new one. */
+  lease?: 'release' | 'keep' | { owner: string; expiresAt: Date };
+  /** A stay only: when to look again (a provider backed off after `unavailable`). */
+  nextCheckAt?: Date | null;
+  /**
+   * The lookup behind the move, recorded as an observation, with the row's last_checked_at (a pass of
+   * `recon run` does not claim what was looked up after it began: claimForRun).
+   */
+  observation?: {
+    result: ObservationResult;
+    detail: Record<string, unknown>;
+    /** When the provider answered (the clock the rule read); default: when written. */
+    at?: Date;
+  };
+  /**
+   * Transactions linked with the move. Each must be linked here or already to this operation: one
+   * linked elsewhere meanwhile fails the statement as a whole (the event says it was linked).
+   */
+  links?: { provider: string; txn: ProviderTxn; via: LinkedVia }[];
+  /**
+   * The operation's chain head, read earlier (with its history, under our lease). Should another
+   * writer have appended since, the event's seq is taken: the statement fails as a whole on the
+   * primary key (operation_id, seq), never a forked chain. Omitted: read under the row lock (then
+   * `q` must be a transaction).
+   */
+  head?: ChainHead;
+}
+
+export type Moved = { ok: true; event: AuditEvent; op?: Operation } | { ok: false; error: Error };
+
+type Locked = Pick<Operation, 'id' | 'state' | 'lease_owner' | 'lease_expires_at'>;
+
+/** Throws LeaseLostError unless `owner` holds an unexpired lease on `op`. */
+export function assertLease(
+  op: Pick<Operation, 'id' | 'lease_owner' | 'lease_expires_at'>,
+  owner: string,
+  now: Date,
+): void {
+  if (op.lease_owner !== owner || !op.lease_expires_at || op.lease_expires_at.getTime() <= now.getTime()) {
+    throw new LeaseLostError(
+      `lease on ${op.id} was lost (held by ${op.lease_owner ?? 'nobody'}, expires ${op.lease_expires_at?.toISOString() ?? '-'}); result not written`,
+    );
+  }
+}
+
+/**
+ * The checks a move passes under its row lock: the operation exists, the lease (when one is
+ * required) holds, its state is the one the caller saw, and the state machine allows the move.
+ */
+export function assertMove(cur: Locked | undefined, m: Move, now: Date): void {
+  if (!cur) throw new NotFoundError(`operation ${m.id} not found; list operations with: recon ops list`);
+  if (m.leaseOwner) assertLease(cur, m.leaseOwner, now);
+  if (m.from !== undefined && cur.state !== m.from) {
+    throw new RefusedError(
+      `operation ${cur.id} moved from ${m.from} to ${cur.state} while it was looked up; decision not written`,
+      'state_machine',
+    );
+  }
+  if (m.to !== undefined) assertTransition(cur.id, cur.state, m.to, { by: m.by, review_reason: m.review_reason });
+}
+
+/** Locks operation rows in id order (so two writers never wait on each other in a cycle): what a move's checks read. */
+export async function lockForMoves(tx: Queryable, ids: string[]): Promise<Map<string, Locked>> {
+  const r = await tx.query<Locked>(
+    'SELECT id, state, lease_owner, lease_expires_at FROM recon.operations WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
+    [ids],
+  );
+  return new Map(r.rows.map((row) => [row.id, row]));
+}
+
+/**
+ * The one way to change an operation's state: checks the move against the state machine,
+ * updates the row and appends the audit event in the caller's transaction.
+ */
+export async function transition(
+  tx: Queryable,
+  id: string,
+  to: State,
+  o: TransitionOptions,
+): Promise<{ op: Operation; event: AuditEvent }> {
+  const [moved] = await transitionMany(
+    tx,
+    [
+      {
+        id,
+        to,
+        kind: o.kind,
+        rule: o.rule,
+        detail: o.detail,
+        review_reason: o.review_reason,
+        assignee: o.assignee,
+        by: o.by,
+        leaseOwner: o.leaseOwner,
+        lease: o.keepLease ?? 'release',
+      },
+    ],
+    { actor: o.actor, auditKey: o.auditKey, now: o.now, returnRows: true },
+  );
+  if (!moved.ok) throw moved.error;
+  return { op: moved.op!, event: moved.event };
+}
+
+/**
+ * Moves many operations, one statement for all (after one lock and one chain-head read for the moves
+ * given without `from` or `head`). Each move is checked on its own; one that fails its check is
+ * returned with its error and the others are written. Throws when the statement fails as a whole
+ * (a chain head moved, a link taken meanwhile, a store error). Each id at most once.
+ */
+export async function transitionMany(
+  q: Queryable,
+  moves: Move[],
+  o: { actor: string; auditKey?: AuditKey | null; now: Date; returnRows?: boolean },
+): Promise<Moved[]> {
+  const results = new Array<Moved>(moves.length);
+  const unread = moves.filter((m) => m.from === undefined || m.head === undefined).map((m) => m.id);
+  let current = new Map<string, Locked>();
+  let heads = new Map<string, ChainHead>();
+  if (unread.length) {
+    current = await lockForMoves(q, unread);
+    // After the lock was granted, in a statement of its own (see chainHeads).
+    heads = await chainHeads(q, [...current.keys()]);
+  }
+  const rows: { i: number; m: Move; from: State; event: AuditEvent }[] = [];
+  moves.forEach((m, i) => {
+    try {
+      const cur = current.get(m.id);
+      // What can be checked before the statement is checked here; the statement re-checks lease and state.
+      // Under the row lock, assertMove checks everything (the state machine included); else only the move.
+      if (m.from === undefined || m.head === undefined) assertMove(cur, m, o.now);
+      else if (m.to !== undefined) assertTransition(m.id, m.from, m.to, { by: m.by, review_reason: m.review_reason });
+      const from = m.from ?? cur!.state;
+      const detail = { ...(m.detail ?? {}) };
+      if (m.to === 'needs_review' && m.review_reason) detail.review_reason = m.review_reason;
+      const event = chainEvent(
+        m.head ?? heads.get(m.id)!,
+        {
+          operation_id: m.id,
+          at: o.now,
+          actor: o.actor,
+          kind: m.kind,
+          from_state: from,
+          to_state: m.to ?? from,
+          rule: m.rule,
+          detail,
+        },
+        o.auditKey,
+      );
+      rows.push({ i, m, from, event });
+    } catch (err) {
+      results[i] = { ok: false, error: err as Error };
+    }
+  });
+  if (rows.length === 0) return results;
+  const written = await writeMoves(q, rows, o);
+  for (const { i, m, event } of rows) {
+    const w = written.get(m.id);
+    if (w?.row) {
+      results[i] = { ok: true, event, ...(o.returnRows ? { op: rowToOperation(w.row) } : {}) };
+      continue;
+    }
+    try {
+      assertMove(w?.locked, m, o.now);
+      throw new Error(`operation ${m.id}: decision not written`);
+    } catch (err) {
+      results[i] = { ok: false, error: err as Error };
+    }
+  }
+  return results;
+}
+
+/**
+ * The moves in one statement: one round trip and one commit whatever their number, one UPDATE per
+ * operation (state, last_checked_at and the lease together; three updates of the row before, none
+ * of them HOT: npm run bench, write-path and claims). It re-checks each operation under its row
+ * lock (FOR UPDATE, in id order) and writes only those that pass: the lease unexpired when one is
+ * required, and the state the caller saw. The others are returned with what the lock found.
+ */
+const WRITE_MOVES = (returnRows: boolean) => `
+WITH u AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::text[], $7::text[],
+                       $8::boolean[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::jsonb[],
+                       $14::int[], $15::text[], $16::text[], $17::jsonb[], $18::text[], $19::text[],
+                       $31::timestamptz[], $32::text[])
+    AS u(id, from_state, to_state, terminal, review_reason, assignee, lease_check, keep_lease, lease_owner,
+         lease_expires_at, next_check_at, result, observation, seq, kind, rule, detail, prev_hash, hash, observed_at,
+         key_id)
+),
+locked AS (
+  SELECT id, state, lease_owner, lease_expires_at FROM recon.operations
+   WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
+),
+ok AS (
+  SELECT u.* FROM u JOIN locked l ON l.id = u.id
+   WHERE l.state = u.from_state
+     AND (u.lease_check IS NULL OR (l.lease_owner = u.lease_check AND l.lease_expires_at > $20::timestamptz))
+),
+observed AS (
+  INSERT INTO recon.observations (operation_id, observed_at, result, detail)
+  SELECT id, coalesce(observed_at, $20::timestamptz), result, observation FROM ok WHERE result IS NOT NULL
+),
+links AS (
+  SELECT x.* FROM unnest($22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::bigint[], $28::text[],
+                         $29::timestamptz[], $30::text[])
+           AS x(operation_id, provider, provider_id, status, state, amount, currency, created, linked_via)
+   WHERE x.operation_id IN (SELECT id FROM ok)
+),
+linked AS (
+  INSERT INTO recon.provider_transactions
+    (provider, provider_id, operation_id, status, state, amount, currency, linked_via, linked_at, linked_by, created)
+  SELECT provider, provider_id, operation_id, status, state, amount, currency, linked_via, $20::timestamptz, $21::text,
+         created
+    FROM links
+  ON CONFLICT (provider, provider_id) DO UPDATE SET status = EXCLUDED.status, state = EXCLUDED.state
+    WHERE recon.provider_transactions.operation_id = EXCLUDED.operation_id
+  RETURNING 1
+),
+updated AS (
+  UPDATE recon.operations o
+     SET state = coalesce(ok.to_state, o.state),
+         updated_at = CASE WHEN ok.to_state IS NULL THEN o.updated_at ELSE $20::timestamptz END,
+         resolved_at = CASE WHEN ok.to_state IS NULL THEN o.resolved_at WHEN ok.terminal THEN $20::timestamptz END,
+         review_reason = CASE WHEN ok.to_state = 'needs_review' THEN coalesce(ok.review_reason, o.review_reason)
+                              ELSE o.review_reason END,
+         assignee = coalesce(ok.assignee, o.assignee),
+         lease_owner = CASE WHEN ok.keep_lease THEN o.lease_owner ELSE ok.lease_owner END,
+         lease_expires_at = CASE WHEN ok.keep_lease THEN o.lease_expires_at ELSE ok.lease_expires_at END,
+         next_check_at = CASE WHEN ok.to_state IS NULL THEN coalesce(ok.next_check_at, o.next_check_at) END,
+         last_checked_at = CASE WHEN ok.result IS NULL THEN o.last_checked_at
+                                ELSE greatest(o.last_checked_at, $20::timestamptz) END
+    FROM ok
+   -- ANY as well as the join: the planner knows nothing of ok's size and may otherwise scan the table.
+   WHERE o.id = ok.id AND o.id = ANY($1::text[])
+  RETURNING ${returnRows ? 'o.*' : 'o.id'}
+),
+appended AS (
+  INSERT INTO recon.audit_events (operation_id, seq, at, actor, kind, from_state, to_state, rule, detail, prev_hash, hash,
+                                  key_id)
+  SELECT id, seq, $20::timestamptz, $21::text, kind, from_state, coalesce(to_state, from_state), rule, detail, prev_hash,
+         hash, key_id
+    FROM ok
+)
+SELECT l.id AS locked_id, l.state AS locked_state, l.lease_owner AS locked_lease_owner,
+       l.lease_expires_at AS locked_lease_expires_at, up.id IS NOT NULL AS written,
+       -- Aborts the statement (division by zero) unless every link was made.
+       1 / (CASE WHEN (SELECT count(*) FROM linked) = (SELECT count(*) FROM links) THEN 1 ELSE 0 END) AS links_made,
+       up.*
+  FROM locked l LEFT JOIN updated up ON up.id = l.id`;
+
+type WrittenRow = OperationRow & {
+  locked_id: string;
+  locked_state: State;
+  locked_lease_owner: string | null;
+  locked_lease_expires_at: Date | string | null;
+  written: boolean;
+};
+
+async function writeMoves(
+  q: Queryable,
+  rows: { m: Move; from: State; event: AuditEvent }[],
+  o: { actor: string; now: Date; returnRows?: boolean },
+): Promise<Map<string, { locked: Locked; row: OperationRow | null }>> {
+  const links = rows.flatMap(({ m }) => (m.links ?? []).map((l) => ({ id: m.id, ...l })));
+  const lease = (m: Move) => (m.lease === 'keep' || m.lease === 'release' || !m.lease ? null : m.lease);
+  const r = await q.query<WrittenRow>(WRITE_MOVES(Boolean(o.returnRows)), [
+    rows.map(({ m }) => m.id),
+    rows.map(({ from }) => from),
+    rows.map(({ m }) => m.to ?? null),
+    rows.map(({ m }) => (m.to === undefined ? false : isTerminal(m.to))),
+    rows.map(({ m }) => m.review_reason ?? null),
+    rows.map(({ m }) => m.assignee ?? null),
+    rows.map(({ m }) => m.leaseOwner ?? null),
+    rows.map(({ m }) => m.lease === 'keep'),
+    rows.map(({ m }) => lease(m)?.owner ?? null),
+    rows.map(({ m }) => lease(m)?.expiresAt.toISOString() ?? null),
+    rows.map(({ m }) => m.nextCheckAt?.toISOString() ?? null),
+    rows.map(({ m }) => m.observation?.result ?? null),
+    rows.map(({ m }) => (m.observation ? JSON.stringify(m.observation.detail) : null)),
+    rows.map(({ event }) => event.seq),
+    rows.map(({ event }) => event.kind),
+    rows.map(({ event }) => event.rule),
+    rows.map(({ event }) => JSON.stringify(event.detail)),
+    rows.map(({ event }) => event.prev_hash),
+    rows.map(({ event }) => event.hash),
+    o.now.toISOString(),
+    o.actor,
+    links.map((l) => l.id),
+    links.map((l) => l.provider),
+    links.map((l) => l.txn.provider_id),
+    links.map((l) => l.txn.status),
+    links.map((l) => l.txn.state),
+    links.map((l) => l.txn.amount),
+    links.map((l) => l.txn.currency),
+    links.map((l) => (l.txn.created ? l.txn.created.toISOString() : null)),
+    links.map((l) => l.via),
+    rows.map(({ m }) => m.observation?.at?.toISOString() ?? null),
+    rows.map(({ event }) => event.key_id),
+  ]);
+  const out = new Map<string, { locked: Locked; row: OperationRow | null }>();
+  for (const row of r.rows) {
+    out.set(row.locked_id, {
+      locked: {
+        id: row.locked_id,
+        state: row.locked_state,
+        lease_owner: row.locked_lease_owner,
+        lease_expires_at: row.locked_lease_expires_at === null ? null : new Date(row.locked_lease_expires_at),
+      },
+      row: row.written ? row : null,
+    });
+  }
+  return out;
+}
