@@ -1,46 +1,12 @@
 import type { Command as CommandType } from 'commander';
-import { PROGRAM, registerAll } from '../commands/index.js';
-import { Command, CommanderError, Option } from '../commands/support/commander.js';
+import { buildProgram } from '../commands/program.js';
+import { CommanderError } from '../commands/support/commander.js';
 
 /*
  * `recon ops --help` (any help but the top level's, which bin/recon prints without commander) loads
  * this file, commander and the command table, nothing else: the error classes are imported once a
  * command has failed, the version (read from package files) when argv asks for it.
  */
-
-/** The program, with the command `argv` names loaded (every command with `all`). */
-export async function buildProgram(argv: string[] = [], o: { all?: boolean } = {}): Promise<CommandType> {
-  // -V, --version, or -V among combined short flags (-qV).
-  const wantsVersion = argv.slice(2).some((a) => a === '--version' || /^-[^-]*V/.test(a));
-  const version = wantsVersion ? (await import('./version.js')).versionText() : '';
-  const program = new Command('recon').description(PROGRAM.description).version(version, '-V, --version');
-  for (const g of PROGRAM.options) {
-    const option = new Option(g.flags, g.description);
-    program.addOption(g.default === undefined ? option : option.default(g.default));
-  }
-  // Every command, the program and each subcommand alike: commander never calls process.exit
-  // itself, a usage error ends with the hint, and one error prefix everywhere (commander's own
-  // "error: unknown option" becomes "recon: …").
-  const configure = (cmd: CommandType) =>
-    cmd
-      .exitOverride()
-      .showHelpAfterError('(run with --help for usage)')
-      .configureOutput({
-        writeErr: (s) => process.stderr.write(s),
-        writeOut: (s) => process.stdout.write(s),
-        outputError: (s, write) => write(s.replace(/^error: /, 'recon: ')),
-      });
-  configure(program).addHelpText('after', PROGRAM.after);
-  await registerAll(program, argv, o);
-  const inherit = (cmd: CommandType) => {
-    for (const sub of cmd.commands) {
-      configure(sub);
-      inherit(sub);
-    }
-  };
-  inherit(program);
-  return program;
-}
 
 async function redactor(): Promise<(s: string) => string> {
   try {
@@ -56,7 +22,10 @@ const HELP_CODES = ['commander.helpDisplayed', 'commander.version', 'commander.h
 
 /** The one place that maps an error to an exit code and a message (SPEC §7). */
 export async function main(argv: string[]): Promise<void> {
-  const program = await buildProgram(argv);
+  // -V, --version, or -V among combined short flags (-qV).
+  const wantsVersion = argv.slice(2).some((a) => a === '--version' || /^-[^-]*V/.test(a));
+  const version = wantsVersion ? (await import('./version.js')).versionText() : '';
+  const program = await buildProgram(argv, { version });
   const json = argv.includes('--json');
   // --json asks for one JSON document on stdout, help and version included (SPEC §7).
   if (json && argv.slice(2).some((a) => a === '--version' || a === '-V')) {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { readAnchor, writeAnchor, type AnchorHeads } from '../src/core/audit/anchor.js';
-import { verifyChains, type KeyingReport } from '../src/core/journal/chain.js';
+import { verifyChains, type KeyingReport } from '../src/core/audit/verify.js';
 import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
 import { info, printJson, println } from './support/io.js';

@@ -4,6 +4,7 @@
  * starting node.
  */
 import type { Command } from 'commander';
+import type { ProgramSeam } from './support/program-seam.js';
 import { UsageError } from '../src/errors.js';
 import { action } from './support/action.js';
 import { Argument } from './support/commander.js';
@@ -12,7 +13,7 @@ import { STATES } from '../src/types.js';
 
 const SHELLS = ['bash', 'zsh', 'fish'] as const;
 
-export function register(program: Command): void {
+export function register(program: Command, seam: ProgramSeam): void {
   program
     .command('completion')
     .description('print a shell completion script (bash, zsh or fish)')
@@ -31,8 +32,7 @@ Example:
     .action(
       action(async ([shell], _o, deps) => {
         // `recon --help` registers only the command being run; the script needs every one.
-        const { buildProgram } = await import('../bin/main.js');
-        const tree = walk(await buildProgram([], { all: true }), []);
+        const tree = walk(await seam.everyCommand(), []);
         if (shell === 'bash') println(deps.io, bashScript(tree));
         else if (shell === 'zsh') println(deps.io, zshScript(tree));
         else if (shell === 'fish') println(deps.io, fishScript(tree));

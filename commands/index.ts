@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { ProgramSeam } from './support/program-seam.js';
 
 /**
  * The command table. `recon --help` (and `recon ops --help`) needs each command's name, usage and
@@ -15,7 +16,7 @@ export interface CommandEntry {
   /** How `recon --help` lists it: the name, `[options]` when it has any, its arguments. */
   usage: string;
   description: string;
-  load: () => Promise<{ register(parent: Command): void }>;
+  load: () => Promise<{ register(parent: Command, program: ProgramSeam): void }>;
 }
 
 export interface CommandGroup {
@@ -252,7 +253,12 @@ const usages = new WeakMap<Command, string>();
  * for, `recon help NAME`) for real, every other one as its name, usage and description only.
  * `all` loads every command (tests, and anything that walks the whole tree).
  */
-export async function registerAll(program: Command, argv: string[] = [], o: { all?: boolean } = {}): Promise<void> {
+export async function registerAll(
+  program: Command,
+  seam: ProgramSeam,
+  argv: string[] = [],
+  o: { all?: boolean } = {},
+): Promise<void> {
   let [first, second] = words(argv.slice(2));
   if (first === 'help') [first, second] = [second, words(argv.slice(2))[2]];
   // Set before the subcommands are made, which inherit it (`recon ops --help` lists stubs too).
@@ -266,10 +272,10 @@ export async function registerAll(program: Command, argv: string[] = [], o: { al
     if ('commands' in entry) {
       const group = program.command(entry.name).description(entry.description).addHelpText('after', entry.examples);
       for (const e of entry.commands) {
-        if (o.all || (first === entry.name && second === e.name)) (await e.load()).register(group);
+        if (o.all || (first === entry.name && second === e.name)) (await e.load()).register(group, seam);
         else stub(group, e);
       }
-    } else if (o.all || first === entry.name) (await entry.load()).register(program);
+    } else if (o.all || first === entry.name) (await entry.load()).register(program, seam);
     else stub(program, entry);
   }
 }

@@ -31,7 +31,7 @@ export { runPass, type RunOptions, type RunSummary } from './core/reconcile/run.
 export { decide, type RuleInput } from './core/reconcile/rule.js';
 export { showOperation, operationsJson } from './core/journal/views.js';
 export { listOperations, getOperation } from './core/journal/operations.js';
-export { verifyChains } from './core/journal/chain.js';
+export { verifyChains } from './core/audit/verify.js';
 export { resolveAuditKey } from './config/audit-key.js';
 export type { AuditKey } from './lib/keyed-hash.js';
 export type { CoreContext } from './core/journal/context.js';

@@ -5,7 +5,7 @@ import type { ProviderCapabilities } from '../types.js';
 import { formatDuration } from '../lib/durations.js';
 import { describe, didYouMean, Section } from './read.js';
 import { registerSecret } from './redact.js';
-import { isCurrency } from '../core/intake/validate.js';
+import { isCurrency } from '../lib/money.js';
 import {
   PROVIDER_TYPES,
   type AutoApprovePolicy,

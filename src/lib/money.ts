@@ -4,6 +4,13 @@
  * here: they keep minor units.
  */
 
+let currencies: Set<string> | null = null;
+/** ISO 4217 codes known to this Node's ICU (no dependency needed). */
+export function isCurrency(code: string): boolean {
+  currencies ??= new Set(Intl.supportedValuesOf('currency').map((c) => c.toLowerCase()));
+  return currencies.has(code.toLowerCase());
+}
+
 const digitsCache = new Map<string, number>();
 
 /** The currency's exponent (USD 2, JPY 0, KWD 3) as Intl knows it; null for a code Intl does not know. */

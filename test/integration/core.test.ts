@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { approveOperation } from '../../src/core/intake/approve.js';
-import { eventHash, eventsOf, verifyChains } from '../../src/core/journal/chain.js';
+import { eventHash, eventsOf } from '../../src/core/journal/chain.js';
+import { verifyChains } from '../../src/core/audit/verify.js';
 import type { CoreContext } from '../../src/core/journal/context.js';
 import { recordOperations } from '../../src/core/intake/record.js';
 import { findOperation, listOperations } from '../../src/core/journal/operations.js';

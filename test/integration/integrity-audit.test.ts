@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { anchorDigest, readAnchor } from '../../src/core/audit/anchor.js';
-import { verifyChains } from '../../src/core/journal/chain.js';
+import { verifyChains } from '../../src/core/audit/verify.js';
 import type { CoreContext } from '../../src/core/journal/context.js';
 import { recordOperations } from '../../src/core/intake/record.js';
 import { transition } from '../../src/core/journal/transition.js';

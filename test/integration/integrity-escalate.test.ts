@@ -4,7 +4,8 @@
  * gave (e.g. duplicate) is kept: the person's reason goes into the trail.
  */
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { eventsOf, verifyChains } from '../../src/core/journal/chain.js';
+import { eventsOf } from '../../src/core/journal/chain.js';
+import { verifyChains } from '../../src/core/audit/verify.js';
 import type { CoreContext } from '../../src/core/journal/context.js';
 import { escalate } from '../../src/core/review/escalate.js';
 import { recordOperations } from '../../src/core/intake/record.js';

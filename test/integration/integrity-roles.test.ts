@@ -9,7 +9,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { auditKeyFrom } from '../../src/lib/keyed-hash.js';
-import { verifyChains } from '../../src/core/journal/chain.js';
+import { verifyChains } from '../../src/core/audit/verify.js';
 import type { CoreContext } from '../../src/core/journal/context.js';
 import { recordOperations } from '../../src/core/intake/record.js';
 import { transition } from '../../src/core/journal/transition.js';

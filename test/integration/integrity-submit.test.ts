@@ -6,7 +6,8 @@
  * In-process against the Stripe sandbox, asserting on its ledger.
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { eventsOf, verifyChains } from '../../src/core/journal/chain.js';
+import { eventsOf } from '../../src/core/journal/chain.js';
+import { verifyChains } from '../../src/core/audit/verify.js';
 import { payloadHash } from '../../src/lib/canonical.js';
 import { recordOperations } from '../../src/core/intake/record.js';
 import { attemptsOf, getOperation, transactionsOf } from '../../src/core/journal/operations.js';

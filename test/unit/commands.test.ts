@@ -5,7 +5,7 @@
  */
 import { Help, type Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { buildProgram } from '../../bin/main.js';
+import { buildProgram } from '../../commands/program.js';
 import { COMMANDS } from '../../commands/index.js';
 
 function helpOf(program: Command, path: string[]): string {

@@ -3,7 +3,7 @@
  * time): it must be what commander prints for the same program, byte for byte, at any width.
  */
 import { describe, expect, it } from 'vitest';
-import { buildProgram } from '../../bin/main.js';
+import { buildProgram } from '../../commands/program.js';
 import { programHelp } from '../../commands/support/help.js';
 
 /** commander's `recon --help` on a stdout `width` columns wide (undefined: not a terminal). */

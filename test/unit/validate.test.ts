@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import {
   MAX_PAYLOAD_BYTES,
-  isCurrency,
   parseOperationsText,
   validateId,
   validateOperation,
 } from '../../src/core/intake/validate.js';
 import { UsageError } from '../../src/errors.js';
+import { isCurrency } from '../../src/lib/money.js';
 import type { JsonDoc } from '../support/cli.js';
 
 const PROVIDERS = ['stripe', 'warehouse'];

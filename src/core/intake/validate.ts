@@ -1,4 +1,5 @@
 import { UsageError } from '../../errors.js';
+import { isCurrency } from '../../lib/money.js';
 
 /**
  * Validation of an operation as it enters recon (a JSON file, stdin, the library API).
@@ -107,13 +108,6 @@ const KNOWN_FIELDS = new Set([
   'amount',
   'currency',
 ]);
-
-let currencies: Set<string> | null = null;
-/** ISO 4217 codes known to this Node's ICU (no dependency needed). */
-export function isCurrency(code: string): boolean {
-  currencies ??= new Set(Intl.supportedValuesOf('currency').map((c) => c.toLowerCase()));
-  return currencies.has(code.toLowerCase());
-}
 
 export function validateId(id: unknown, field = 'id'): string {
   if (typeof id !== 'string' || !ID_PATTERN.test(id)) {
