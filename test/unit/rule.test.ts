@@ -536,7 +536,7 @@ describe('decide()', () => {
       expect(caught).toBeInstanceOf(RefusedError);
       expect((caught as RefusedError).rule).toBe(RULES.notReconcilable);
       expect((caught as RefusedError).message).toBe(
-        `operation op_1 is ${state}; only outcome_unknown and pending operations are reconciled`,
+        `operation op_1 is ${state}; only pending and outcome_unknown operations are reconciled`,
       );
     },
   );

@@ -60,7 +60,7 @@ export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Cla
     `WITH c AS (
        SELECT id, lease_expires_at AS previous_lease_expires_at FROM recon.operations
         WHERE state IN ${UNRESOLVED_SQL}
-          AND state <> 'needs_review'
+          AND state IN ${RECONCILABLE_SQL}
           AND (lease_expires_at IS NULL OR lease_expires_at <= $1::timestamptz)
           AND (next_check_at IS NULL OR next_check_at <= $1::timestamptz)
           AND ($5::text IS NULL OR provider = $5::text)

@@ -40,13 +40,21 @@ export function txnMismatches(
  * Every path that links or confirms a transaction asks this (webhooks, late responses, lookups of
  * resolved operations, submit results, the rule's confirm): a person must see each of these.
  */
+/**
+ * A live transaction: one that did or may still do the side effect (succeeded or pending). A
+ * failed one did nothing, so it never counts as a second refund.
+ */
+export function isLive(txn: { state: string }): boolean {
+  return txn.state !== 'failed';
+}
+
 export function unexplainedLive(
   state: State,
   txn: Pick<ProviderTxn, 'provider_id' | 'state'>,
   linked: { provider_id: string; state: string }[],
 ): 'another_live' | 'not_submitted' | 'held_failed' | null {
-  if (txn.state === 'failed') return null;
-  if (linked.some((t) => t.provider_id !== txn.provider_id && t.state !== 'failed')) return 'another_live';
+  if (!isLive(txn)) return null;
+  if (linked.some((t) => t.provider_id !== txn.provider_id && isLive(t))) return 'another_live';
   if (state === 'approved') return 'not_submitted';
   if (state === 'failed') return 'held_failed';
   return null;

@@ -127,6 +127,14 @@ export function isReconcilable(state: State): boolean {
 }
 
 /**
+ * The states the rule decides on (src/core/reconcile/rule.ts `decide`): the reconcilable ones as
+ * judgedState sees them, a `submitting` whose lease expired being judged `outcome_unknown` first.
+ */
+export function isDecidable(state: State): boolean {
+  return isReconcilable(state) && state !== 'submitting';
+}
+
+/**
  * The state an operation is judged in (SPEC §3): a `submitting` whose worker is gone (its lease
  * expired, or the caller holds it now) is the `outcome_unknown` it is, never `failed`.
  */

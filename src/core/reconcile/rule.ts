@@ -32,7 +32,8 @@
 import { RefusedError } from '../../errors.js';
 import type { Decision, LookupResult, Observation, Operation, ProviderCapabilities, ProviderTxn } from '../../types.js';
 import { formatDuration } from '../../lib/durations.js';
-import { txnMismatches, unexplainedLive } from '../found/match.js';
+import { isLive, txnMismatches, unexplainedLive } from '../found/match.js';
+import { isDecidable, RECONCILABLE_STATES } from '../journal/states.js';
 
 export interface RuleInput {
   operation: Pick<
@@ -99,9 +100,9 @@ export const RULES = {
 
 export function decide(input: RuleInput): Decision {
   const { operation: op, lookup, capabilities: caps, now } = input;
-  if (op.state !== 'outcome_unknown' && op.state !== 'pending') {
+  if (!isDecidable(op.state)) {
     throw new RefusedError(
-      `operation ${op.id} is ${op.state}; only outcome_unknown and pending operations are reconciled`,
+      `operation ${op.id} is ${op.state}; only ${RECONCILABLE_STATES.filter(isDecidable).join(' and ')} operations are reconciled`,
       RULES.notReconcilable,
     );
   }
@@ -155,7 +156,7 @@ export function decide(input: RuleInput): Decision {
         [match],
       );
     }
-    const others = (input.linked ?? []).filter((t) => t.provider_id !== match.provider_id && t.state !== 'failed');
+    const others = (input.linked ?? []).filter((t) => t.provider_id !== match.provider_id && isLive(t));
     if (unexplainedLive(op.state, match, input.linked ?? []) === 'another_live') {
       return review(
         RULES.duplicate,

@@ -2,7 +2,7 @@ import { NotFoundError, ProviderUnavailableError, RefusedError, UsageError } fro
 import type { Operation, Provider, ProviderTxn } from '../../types.js';
 import type { CoreContext } from '../journal/context.js';
 import { refuseUnlessForced, type Force } from './force.js';
-import { txnMismatches } from '../found/match.js';
+import { isLive, txnMismatches } from '../found/match.js';
 import { getOperation, lockOperation, transactionsOf } from '../journal/operations.js';
 import { lookupQueryFor } from '../reconcile/reconcile.js';
 import { linkTransaction } from '../journal/links.js';
@@ -74,7 +74,7 @@ export async function checkResolve(
     const held = new Map<string, string>();
     for (const [pid, t] of fresh) {
       seen.push({ provider_id: pid, status: t?.status ?? null, state: t?.state ?? null });
-      if (t && t.state !== 'failed') held.set(pid, t.status);
+      if (t && isLive(t)) held.set(pid, t.status);
     }
     if (held.size)
       problems.push(
