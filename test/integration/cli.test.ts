@@ -44,10 +44,11 @@ const ndjson = (...ops: unknown[]) => ops.map((o) => JSON.stringify(o)).join('\n
 
 /** The error lines of stderr: everything but the "(run with --help for usage)" hint. */
 function errorLines(r: CliResult): string[] {
-  // (`recon: store …` names the store a changing command works on, issue 26: not an error.)
+  // (`recon: store URL · stripe test` names the store a changing command works on, issue 26: not an
+  // error; `recon: store URL is locked by …` is one.)
   return r.stderr
     .split('\n')
-    .filter((l) => l.trim() && !l.startsWith('(run with --help') && !l.startsWith('recon: store '));
+    .filter((l) => l.trim() && !l.startsWith('(run with --help') && !/^recon: store \S+( · [^·]+)*$/.test(l));
 }
 
 /** stdout holds exactly one JSON document and nothing else. */

@@ -98,7 +98,11 @@ describe('pglite: a store this user cannot write, and a full disk', () => {
   async function storeCopy(dest: string): Promise<void> {
     if (!template) {
       template = path.join(root, 'template');
-      const made = await recon(['--db', `pglite:${template}`, 'db', 'migrate', '--json'], { cwd: root });
+      // `ops record` creates a missing store (SPEC §5; `db migrate` exits 6 there): an empty batch records nothing.
+      const made = await recon(['--db', `pglite:${template}`, 'ops', 'record', '-', '--json'], {
+        cwd: root,
+        input: '[]',
+      });
       expect(made.code, made.stderr).toBe(0);
     }
     fs.cpSync(template, dest, { recursive: true });
@@ -164,7 +168,11 @@ describe('pglite: a store this user cannot write, and a full disk', () => {
     async (ctx) => {
       const small = tmpfs('full-at-create', '2m');
       if (!small) return ctx.skip();
-      const created = await recon(['--db', `pglite:${path.join(small, 'db')}`, 'ops', 'list', '--json'], { cwd: root });
+      // A command that creates a missing store (SPEC §5).
+      const created = await recon(['--db', `pglite:${path.join(small, 'db')}`, 'ops', 'record', '-', '--json'], {
+        cwd: root,
+        input: '[]',
+      });
       expect(created.code, created.stderr).toBe(6);
       expect(created.stderr).not.toMatch(/ErrnoError|errno 51/);
       expect(created.json.error.message).toMatch(/is out of disk space \(ENOSPC\); nothing was kept; free some space/);
