@@ -112,10 +112,11 @@ describe('recon init', () => {
 
 describe('recon webhook serve', () => {
   it('refuses to start when the provider has no webhook secret', async () => {
+    // Neither the file nor the environment (which wins over the file) names a secret.
     const dir = configDir(sandbox.url, { webhookSecret: undefined });
     const r = await recon(['webhook', 'serve', '--port', '0', '--provider', 'stripe'], {
       cwd: dir,
-      env,
+      env: { ...env, STRIPE_WEBHOOK_SECRET: undefined },
     });
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/webhookSecret: not set; webhook serve refuses to start/);

@@ -115,9 +115,11 @@ describe('README: On call, step by step', () => {
     // The operation is confirmed with the refund a person kept, and links the provider's two
     // refunds of the payment: recon's one (its answer was lost; no second was made) and the one
     // made by hand.
-    const operation = JSON.parse(fs.readFileSync(path.join(work, 'operation.json'), 'utf8'));
-    expect(operation.state, JSON.stringify(operation)).toBe('confirmed');
-    expect(JSON.stringify(operation)).toContain('re_3Nx8Dup1042');
+    // `ops show --json` is {operation, attempts, provider_transactions, observations, events}.
+    const shown = JSON.parse(fs.readFileSync(path.join(work, 'operation.json'), 'utf8'));
+    expect(shown.operation.state, JSON.stringify(shown)).toBe('confirmed');
+    expect(shown.operation.provider_txn_ids).toContain('re_3Nx8Dup1042');
+    expect(shown.provider_transactions).toHaveLength(2);
     // About twenty CLI starts, one of which creates a PGlite store: genuinely slow.
   }, 240_000);
 });
