@@ -311,8 +311,10 @@ describe.each(backends)('audit duplicates over a large Stripe ledger on $name', 
     };
     expectExit(await world.record([op]), 0);
     world.stripe.faults.inject({ kind: 'commit_then_drop' }, { idempotencyKey: op.id });
-    const submitted = expectExit(await world.recon(['ops', 'submit', op.id, '--json']), 0);
+    // SPEC §7 exit codes: a submit whose answer was lost exits 7 (outcome unknown); the refund did commit.
+    const submitted = expectExit(await world.recon(['ops', 'submit', op.id, '--json']), 7);
     expect(submitted.json.state ?? submitted.json.operation?.state).toBe('outcome_unknown');
+    expect(world.stripe.refunds({ payment_intent: pi.payment_intent })).toHaveLength(1);
     world.stripe.faults.clear();
     // Someone refunded the same operation again by hand, copying its metadata.
     const manual = world.stripe.seedRefund({
