@@ -12,7 +12,7 @@ export function register(program: Command): void {
     )
     .addHelpText(
       'after',
-      "\nExits non-zero when a check fails (the code of the first failure).\n\nExample:\n  $ recon doctor\n  $ recon doctor --json | jq '.checks[] | select(.ok | not)'",
+      "\nExits with the code of the first failed check: 2 configuration (config, secrets, a refused key, the clock), 5 provider unreachable, 6 store missing, locked or needing `recon db migrate`.\n\nExample:\n  $ recon doctor\n  $ recon doctor --json | jq '.checks[] | select(.ok | not)'",
     )
     .action(
       action(async (_a, _o, deps) => {

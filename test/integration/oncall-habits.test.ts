@@ -98,6 +98,43 @@ describe('recon doctor', () => {
   });
 });
 
+describe('recon doctor never contradicts itself (issue 26)', () => {
+  it('a provider whose key variable is unset is named on the config line, never "providers: none" above its FAIL', async () => {
+    const dir = configDir(sandbox.url);
+    const r = await recon(['doctor'], { cwd: dir, env: { STRIPE_WEBHOOK_SECRET: env.STRIPE_WEBHOOK_SECRET } });
+    expect(r.stdout).toMatch(/^FAIL +provider stripe: secrets/m);
+    const configLine = r.stdout.split('\n').find((l) => /^ok +config: /.test(l));
+    expect(configLine).toBeDefined();
+    expect(configLine).not.toContain('providers: none');
+    expect(configLine).toContain('stripe (not usable: see below)');
+    expect(r.code).toBe(2);
+  });
+
+  it('a clock past the limit is one FAIL (exit 2), not also an ok line that reports the skew', async () => {
+    const ahead = await startStripeSandbox({
+      apiKey: env.STRIPE_API_KEY,
+      webhookSecret: env.STRIPE_WEBHOOK_SECRET,
+      now: () => Date.now() + 5 * 60_000,
+    });
+    try {
+      const dir = await withStore(configDir(ahead.url));
+      const recorded = await recon(['ops', 'record', '-'], {
+        cwd: dir,
+        env,
+        input: ndjson([refund('refund:doc_skew')]),
+      });
+      expect(recorded.code).toBe(0);
+      const r = await recon(['doctor'], { cwd: dir, env });
+      expect(r.stdout).toMatch(/^FAIL +provider stripe: clock: this machine's clock is -?\d+s off/m);
+      expect(r.stdout).not.toMatch(/^ok .*clock skew -?\d{3}s/m);
+      expect(r.stdout).toMatch(/^ok +provider stripe: key valid, reachable \(HTTP 200\).*clock: see below/m);
+      expect(r.code).toBe(2);
+    } finally {
+      await ahead.close();
+    }
+  });
+});
+
 describe('recon init', () => {
   it('writes webhookSecret and prints the next steps', async () => {
     const dir = tempDir();

@@ -17,6 +17,9 @@ export interface Check {
   exit_code?: ExitCode;
 }
 
+/** HTTP dates have one-second resolution; webhook signatures allow 5 minutes, the rule's windows minutes. */
+const MAX_SKEW_MS = 30_000;
+
 export interface DoctorDeps {
   env: NodeJS.ProcessEnv;
   cwd: string;
@@ -36,9 +39,7 @@ export async function runDoctor(d: DoctorDeps): Promise<Check[]> {
     checks.push({
       name: 'config',
       ok: true,
-      detail: where
-        ? `${where} parsed; providers: ${Object.keys(config.providers).join(', ') || 'none'}`
-        : 'no config file; providers from the environment',
+      detail: `${where ? `${where} parsed` : 'no config file; providers from the environment'}; ${providerList(config)}`,
     });
     for (const [name, why] of Object.entries(config.unavailable ?? {}))
       checks.push({
@@ -68,6 +69,15 @@ export async function runDoctor(d: DoctorDeps): Promise<Check[]> {
       fix: 'add one to the config file, or set STRIPE_API_KEY',
     });
   return checks;
+}
+
+/** What the config line says of the providers, naming those a later check fails (never "none" above a FAIL). */
+function providerList(config: LoadedConfig): string {
+  const usable = Object.keys(config.providers);
+  const unavailable = Object.keys(config.unavailable ?? {});
+  if (usable.length === 0 && unavailable.length === 0) return 'providers: none';
+  const parts = [...usable, ...unavailable.map((n) => `${n} (not usable: see below)`)];
+  return `providers: ${parts.join(', ')}`;
 }
 
 async function storeCheck(d: DoctorDeps, config: LoadedConfig | null): Promise<Check> {
@@ -105,7 +115,7 @@ async function storeCheck(d: DoctorDeps, config: LoadedConfig | null): Promise<C
         ok: false,
         detail: `${db.displayUrl}: schema version ${s.version}, this recon needs ${s.latest}`,
         fix: 'run `recon db migrate`',
-        exit_code: 1,
+        exit_code: 6,
       };
     return {
       name: 'store',
@@ -170,11 +180,13 @@ async function providerChecks(p: ProviderConfig, d: DoctorDeps): Promise<Check[]
     await res.body?.cancel();
     const date = res.headers.get('date');
     const skew = date ? Date.parse(date) - (started + ended) / 2 : NaN;
-    // HTTP dates have one-second resolution: only a skew well past that matters (webhook signatures
-    // are checked with a 5-minute tolerance, time windows in minutes).
-    const skewText = Number.isFinite(skew)
-      ? `clock skew ${Math.round(skew / 1000)}s`
-      : 'clock skew unknown (no Date header)';
+    const skewed = Number.isFinite(skew) && Math.abs(skew) > MAX_SKEW_MS;
+    // A skew past the limit is the clock check's FAIL below, never also part of an ok line.
+    const skewText = !Number.isFinite(skew)
+      ? 'clock skew unknown (no Date header)'
+      : skewed
+        ? 'clock: see below'
+        : `clock skew ${Math.round(skew / 1000)}s`;
     if (p.type === 'stripe' && (res.status === 401 || res.status === 403))
       // A configuration error, not an outage (SPEC §4 step 6): exit 2, as `run` and `lookup` say it.
       out.push({
@@ -200,13 +212,14 @@ async function providerChecks(p: ProviderConfig, d: DoctorDeps): Promise<Check[]
         ok: true,
         detail: `${p.type === 'stripe' ? 'key valid, ' : ''}reachable (HTTP ${res.status}); ${limits}; ${skewText}`,
       });
-    if (Number.isFinite(skew) && Math.abs(skew) > 30_000)
+    if (skewed)
+      // A machine set up wrong, as a bad config is (exit 2); exit 1 stays for an unexpected error.
       out.push({
         name: `provider ${p.name}: clock`,
         ok: false,
-        detail: `this machine's clock is ${Math.round(skew / 1000)}s off the provider's`,
+        detail: `this machine's clock is ${Math.round(skew / 1000)}s off the provider's (more than ${MAX_SKEW_MS / 1000}s)`,
         fix: 'sync the clock (NTP): the rule and webhook signatures depend on it',
-        exit_code: 1,
+        exit_code: 2,
       });
   } catch (err) {
     out.push({
