@@ -10,6 +10,7 @@ import { linkTransaction } from '../journal/links.js';
 import { note } from '../journal/note.js';
 import { recordObservation } from '../journal/observations.js';
 import { transition } from '../journal/transition.js';
+import { writeLeaseExpired } from '../journal/lease.js';
 
 /** Where a transaction was found outside the rule's own decisions. */
 export type FoundSource = 'webhook' | 'late_response' | 'lookup';
@@ -70,14 +71,7 @@ export async function applyFoundTransaction(
     return { effect: 'noted', state: locked.state, linked: link.linked };
   }
   if (locked.state === 'submitting') {
-    await transition(tx, locked.id, 'outcome_unknown', {
-      actor: o.actor,
-      auditKey: o.auditKey,
-      now: o.now,
-      kind: 'lease.expired',
-      rule: 'lease.expired',
-      detail: { previous_lease_expired_at: locked.lease_expires_at?.toISOString() ?? null },
-    });
+    await writeLeaseExpired(tx, locked, locked.lease_expires_at, { actor: o.actor, auditKey: o.auditKey, now: o.now });
   }
   await transition(tx, locked.id, move.to, {
     actor: o.actor,

@@ -9,7 +9,7 @@ import type { CoreContext } from '../journal/context.js';
 import { claimOne, newOwnerToken, releaseLease } from '../attempt/claims.js';
 import { submitOperation } from '../attempt/submit.js';
 import { judgedState } from '../journal/states.js';
-import { transition } from '../journal/transition.js';
+import { writeLeaseExpired } from '../journal/lease.js';
 
 export function lookupQueryFor(op: Operation) {
   return {
@@ -90,24 +90,15 @@ export async function reconcileOne(
 
 /** Expired-lease recovery (SPEC §3): a `submitting` left by a crashed worker becomes outcome_unknown, never failed. */
 export async function expireLease(ctx: CoreContext, claimed: Operation, owner: string): Promise<Operation> {
-  return ctx.db.transaction(
-    async (tx) =>
-      (
-        await transition(tx, claimed.id, judgedState(claimed.state), {
-          actor: ctx.actor,
-          auditKey: ctx.auditKey,
-          now: ctx.now(),
-          kind: 'lease.expired',
-          rule: 'lease.expired',
-          detail: {
-            note: 'the submitting worker did not finish (crash or kill); outcome unknown, never failed',
-            // The crashed worker's lease, not ours: claimForRun/claimOne return both.
-            previous_lease_expired_at: (claimed as ClaimedOperation).previous_lease_expires_at?.toISOString() ?? null,
-          },
-          leaseOwner: owner,
-          keepLease: { owner, expiresAt: claimed.lease_expires_at! },
-        })
-      ).op,
+  return ctx.db.transaction((tx) =>
+    // The crashed worker's lease, not ours: claimForRun/claimOne return both.
+    writeLeaseExpired(tx, claimed, (claimed as ClaimedOperation).previous_lease_expires_at, {
+      actor: ctx.actor,
+      auditKey: ctx.auditKey,
+      now: ctx.now(),
+      leaseOwner: owner,
+      keepLease: { owner, expiresAt: claimed.lease_expires_at! },
+    }),
   );
 }
 

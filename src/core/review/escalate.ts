@@ -5,6 +5,7 @@ import { lockOperation, rowToOperation, type OperationRow } from '../journal/ope
 import { isInFlight, judgedState } from '../journal/states.js';
 import { note } from '../journal/note.js';
 import { transition } from '../journal/transition.js';
+import { writeLeaseExpired } from '../journal/lease.js';
 
 /**
  * `recon escalate ID --reason TEXT [--assignee WHO]` (SPEC §7): hands an operation to a person
@@ -48,17 +49,8 @@ export async function escalate(
       return rowToOperation(r.rows[0]);
     }
     // Its worker is gone (the lease expired): it is the outcome_unknown it is before it is escalated.
-    const judged = judgedState(current.state);
-    if (judged !== current.state) {
-      await transition(tx, id, judged, {
-        actor: ctx.actor,
-        auditKey: ctx.auditKey,
-        now,
-        kind: 'lease.expired',
-        rule: 'lease.expired',
-        detail: {},
-      });
-    }
+    if (judgedState(current.state) !== current.state)
+      await writeLeaseExpired(tx, current, current.lease_expires_at, { actor: ctx.actor, auditKey: ctx.auditKey, now });
     // From any state but cancelled, confirmed and failed included (SPEC §3): a person may always put
     // an operation in front of people. The reason is `escalated`; the person's words are the note.
     if (current.state === 'cancelled')
