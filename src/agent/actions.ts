@@ -18,7 +18,7 @@ import { validateOperation } from '../core/intake/validate.js';
 import { RefusedError, UsageError } from '../errors.js';
 import { validatePayloads } from '../providers/validate.js';
 import type { Db } from '../store/db.js';
-import { STATES, UNRESOLVED_STATES, type Operation, type State } from '../types.js';
+import { STATES, UNRESOLVED_STATES, type Operation, type Provider, type State } from '../types.js';
 import { auditCall, auditCallIn } from './audit.js';
 import { alreadyHappened, frozenText, heldMessage, retryAfter, waitText } from './answers.js';
 import { currentOperation, type ToolCall } from './context.js';
@@ -196,6 +196,35 @@ export async function invalidInput(
   return refused({ ...r, refused: { rule: 'invalid_input', reason: text, field } });
 }
 
+/**
+ * The operation's provider, or the refusal an agent gets when this server cannot use it (a missing
+ * key, an unknown provider): audited, `next: none`, never an invitation to try again.
+ */
+async function providerOrRefusal(
+  c: ToolCall,
+  id: string,
+  op: Operation,
+  txnIds: string[],
+  o: { audit: { tool: string } & Record<string, unknown>; words: string },
+): Promise<Provider | Answer> {
+  try {
+    return await c.agent.provider(op.provider);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    await auditCall(c.ctx, [id], { ...o.audit, refused: 'provider_not_configured' });
+    return refused(
+      refusal(
+        id,
+        op,
+        txnIds,
+        'provider_not_configured',
+        `Refused: provider ${op.provider} is not usable by this recon server (${err.message})${o.words}`,
+        'none',
+      ),
+    );
+  }
+}
+
 export async function execute(c: ToolCall, id: string): Promise<Answer> {
   const found = await currentOperation(c.ctx.db, id);
   if (!found)
@@ -222,24 +251,11 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
     );
   }
   if (op.state !== 'approved' || op.attempt_count > 0) return secondClick(c, id, found);
-  let provider;
-  try {
-    provider = await c.agent.provider(op.provider);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    await auditCall(c.ctx, [id], { tool: 'execute_action', sent: false, refused: 'provider_not_configured' });
-    return refused(
-      refusal(
-        id,
-        op,
-        txnIds,
-        'provider_not_configured',
-        `Refused: provider ${op.provider} is not usable by this recon server (${err.message}); nothing was sent. ` +
-          'Tell the user; an operator must fix the configuration.',
-        'none',
-      ),
-    );
-  }
+  const provider = await providerOrRefusal(c, id, op, txnIds, {
+    audit: { tool: 'execute_action', sent: false },
+    words: '; nothing was sent. Tell the user; an operator must fix the configuration.',
+  });
+  if (!('submit' in provider)) return provider;
   // The claim (approved → submitting, the attempt row) is the change this call makes: its event goes with it.
   const call = auditedInChange(c, id, { tool: 'execute_action', in_change: true });
   let submitted;
@@ -302,24 +318,11 @@ export async function check(c: ToolCall, id: string): Promise<Answer> {
   let decision = null;
   const call = auditedInChange(c, id, { tool: 'check_action', checked: true, in_change: true });
   if (isReconcilable(found.op.state) && !inFlight) {
-    let provider;
-    try {
-      provider = await c.agent.provider(found.op.provider);
-    } catch (err) {
-      if (!(err instanceof UsageError)) throw err;
-      await auditCall(c.ctx, [id], { tool: 'check_action', checked: false, refused: 'provider_not_configured' });
-      return refused(
-        refusal(
-          id,
-          found.op,
-          found.txnIds,
-          'provider_not_configured',
-          `Refused: provider ${found.op.provider} is not usable by this recon server (${err.message}). ` +
-            'Do not try the action again; tell the user an operator must fix the configuration.',
-          'none',
-        ),
-      );
-    }
+    const provider = await providerOrRefusal(c, id, found.op, found.txnIds, {
+      audit: { tool: 'check_action', checked: false },
+      words: '. Do not try the action again; tell the user an operator must fix the configuration.',
+    });
+    if (!('submit' in provider)) return provider;
     // null: another worker (recon run, another agent) holds it right now; its answer is the one to wait for.
     decision = await reconcileById(call.ctx, provider, id);
   }
