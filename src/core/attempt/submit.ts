@@ -3,7 +3,7 @@ import { claimAttempt, newOwnerToken, type AttemptClaim } from './claims.js';
 import { LeaseLostError } from '../../errors.js';
 import type { CoreContext } from '../journal/context.js';
 import { applyFoundTransaction } from '../found/apply.js';
-import { txnMismatches, unexplainedLive } from '../found/match.js';
+import { classifyFound } from '../found/classify.js';
 import { getOperation, lockOperation, transactionsOf } from '../journal/operations.js';
 import { linkTransaction } from '../journal/links.js';
 import { transition } from '../journal/transition.js';
@@ -139,17 +139,17 @@ async function writeResult(
   result: SubmitResult,
 ): Promise<Operation> {
   const now = ctx.now();
-  // A transaction the response links is checked like a lookup's match: one that disagrees with
-  // the operation is a human's to judge, never confirmed (issue 10).
-  const problems = result.txn ? txnMismatches(claim.op, result.txn) : [];
   return ctx.db.transaction(async (tx) => {
-    // Another live transaction linked meanwhile (a webhook while the request was in flight) makes
-    // this one a second side effect: a person sees both, the operation is never simply confirmed.
-    const duplicate =
-      result.txn != null &&
-      problems.length === 0 &&
-      unexplainedLive('submitting', result.txn, await transactionsOf(tx, claim.op.id)) === 'another_live';
-    const to = problems.length || duplicate ? 'needs_review' : stateForSubmit(result);
+    // A transaction the response links is classified like a lookup's match and a webhook's
+    // (classifyFound): one that disagrees with the operation is a human's to judge, never confirmed
+    // (issue 10), and another live one linked meanwhile (a webhook while the request was in flight)
+    // makes this one a second side effect: a person sees both (duplicate wins over a disagreement).
+    const found = result.txn
+      ? classifyFound({ ...claim.op, state: 'submitting' }, [result.txn], await transactionsOf(tx, claim.op.id))
+      : null;
+    const reason = found?.review_reason ?? null;
+    const problems = found?.problems ?? [];
+    const to = reason ? 'needs_review' : stateForSubmit(result);
     const detail: Record<string, unknown> = {
       attempt: claim.attempt,
       outcome: result.outcome,
@@ -170,15 +170,9 @@ async function writeResult(
       auditKey: ctx.auditKey,
       now,
       kind: 'attempt.finished',
-      rule: problems.length ? 'submit.mismatch' : duplicate ? 'submit.duplicate' : `submit.${result.outcome}`,
+      rule: reason ? `submit.${reason}` : `submit.${result.outcome}`,
       detail,
-      review_reason: problems.length
-        ? 'mismatch'
-        : duplicate
-          ? 'duplicate'
-          : to === 'needs_review'
-            ? 'idempotency_conflict'
-            : null,
+      review_reason: reason ?? (to === 'needs_review' ? 'idempotency_conflict' : null),
       leaseOwner: claim.owner,
     });
     await tx.query(

@@ -3,7 +3,7 @@ import type { LinkedVia, LookupResult, Operation, Provider, ProviderTxn, State }
 import type { AuditKey } from '../../lib/keyed-hash.js';
 import { lookupDetail } from '../journal/decision-json.js';
 import type { CoreContext } from '../journal/context.js';
-import { txnMismatches, unexplainedLive } from './match.js';
+import { classifyFound } from './classify.js';
 import { lockOperation, transactionsOf } from '../journal/operations.js';
 import { canTransition, isInFlight, isTerminal, judgedState } from '../journal/states.js';
 import { linkTransaction } from '../journal/links.js';
@@ -94,18 +94,16 @@ function decideFound(
 ): { to: State; rule: string; review_reason: string | null; problems: string[] } | null {
   if (op.state === 'needs_review') return null;
   if (isInFlight(op, now)) return null;
-  const isNew = !linkedBefore.some((t) => t.provider_id === txn.provider_id);
-  const problems = txnMismatches(op, txn);
-  const unexplained = isNew ? unexplainedLive(op.state, txn, linkedBefore) : null;
-  if (unexplained) {
-    const reason = unexplained === 'another_live' || problems.length === 0 ? 'duplicate' : 'mismatch';
+  // Which reason wins, and which new transaction counts for a resolved operation: classifyFound.
+  const found = classifyFound(op, [txn], linkedBefore)!;
+  const reason = found.review_reason;
+  if (reason) {
     // The state machine (states.ts) says which states a job may move to review, and for which reason.
     if (!canTransition(op.state, 'needs_review', { review_reason: reason })) return null;
-    return { to: 'needs_review', rule: reason, review_reason: reason, problems };
+    return { to: 'needs_review', rule: reason, review_reason: reason, problems: found.problems };
   }
   if (isTerminal(op.state) || op.state === 'approved') return null;
   const from = judgedState(op.state);
-  if (problems.length) return { to: 'needs_review', rule: 'mismatch', review_reason: 'mismatch', problems };
   if (from === txn.state || !canTransition(from, txn.state)) return null;
   return { to: txn.state, rule: txn.state, review_reason: null, problems: [] };
 }

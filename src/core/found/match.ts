@@ -1,5 +1,5 @@
 import { formatAmount } from '../../lib/money.js';
-import type { Operation, ProviderTxn, State } from '../../types.js';
+import type { Operation, ProviderTxn } from '../../types.js';
 
 /**
  * Fields on which a provider transaction contradicts the operation it is linked to: the one check
@@ -32,30 +32,9 @@ export function txnMismatches(
 }
 
 /**
- * Why a newly found live transaction is a side effect the operation cannot account for, or null:
- * - `another_live`: the operation has another live one linked already (a duplicate, SPEC §3);
- * - `not_submitted`: the operation is `approved`, never sent: it was made outside recon, and the
- *   first submit must not make a second one;
- * - `held_failed`: recon holds the operation as `failed`, the provider holds a live transaction.
- * Every path that links or confirms a transaction asks this (webhooks, late responses, lookups of
- * resolved operations, submit results, the rule's confirm): a person must see each of these.
- */
-/**
  * A live transaction: one that did or may still do the side effect (succeeded or pending). A
  * failed one did nothing, so it never counts as a second refund.
  */
 export function isLive(txn: { state: string }): boolean {
   return txn.state !== 'failed';
-}
-
-export function unexplainedLive(
-  state: State,
-  txn: Pick<ProviderTxn, 'provider_id' | 'state'>,
-  linked: { provider_id: string; state: string }[],
-): 'another_live' | 'not_submitted' | 'held_failed' | null {
-  if (!isLive(txn)) return null;
-  if (linked.some((t) => t.provider_id !== txn.provider_id && isLive(t))) return 'another_live';
-  if (state === 'approved') return 'not_submitted';
-  if (state === 'failed') return 'held_failed';
-  return null;
 }

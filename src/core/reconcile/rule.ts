@@ -9,10 +9,13 @@
  *  1. An `unavailable` lookup proves nothing, not even its partial matches (a listing that failed on
  *     page 2 may have missed a duplicate): `escalate.stale` when stale, else `provider.unavailable`.
  *     Likewise a lookup that contradicts itself (`lookup.inconsistent`, decision `unavailable`).
- *  2. Several matches → `found.duplicate`; one match that disagrees → `found.mismatch`. These come
- *     before staleness because they are reviews too, with a more precise reason and the evidence linked.
- *  3. One clean match in a final state (confirmed/failed) → `found.confirmed`/`found.failed`, however
- *     old the operation: a found transaction resolves it, a human has nothing left to decide.
+ *  2. Matches are classified by found/classify.ts `classifyFound` (the same answer a submit response
+ *     and a webhook get): more than one live transaction → `found.duplicate` (duplicate wins over a
+ *     disagreement); a match that disagrees → `found.mismatch`. These come before staleness because
+ *     they are reviews too, with a more precise reason and the evidence linked (every match).
+ *  3. A clean set whose live match (or, none live, failed match) is final (confirmed/failed) →
+ *     `found.confirmed`/`found.failed`, however old the operation: a found transaction resolves it,
+ *     a human has nothing left to decide.
  *  4. Stale (unresolved for escalateAfter since the first attempt, or since creation when never
  *     attempted) → `escalate.stale`, for everything still open: a pending match (linked), look-alikes,
  *     nothing found.
@@ -32,7 +35,7 @@
 import { RefusedError } from '../../errors.js';
 import type { Decision, LookupResult, Observation, Operation, ProviderCapabilities, ProviderTxn } from '../../types.js';
 import { formatDuration } from '../../lib/durations.js';
-import { isLive, txnMismatches, unexplainedLive } from '../found/match.js';
+import { classifyFound } from '../found/classify.js';
 import { isDecidable, RECONCILABLE_STATES } from '../journal/states.js';
 
 export interface RuleInput {
@@ -136,43 +139,35 @@ export function decide(input: RuleInput): Decision {
     );
   }
 
-  const matches = uniqueByProviderId(lookup.matches);
-  if (matches.length > 1) {
-    return review(
-      RULES.duplicate,
-      'duplicate',
-      `${matches.length} provider transactions carry this operation (${ids(matches)}): needs review`,
-      matches,
-    );
-  }
-  const [match] = matches;
-  if (match) {
-    const disagreements = txnMismatches(op, match);
-    if (disagreements.length > 0) {
+  // Which review reason wins, and what a clean set settles: classifyFound, the one answer for a
+  // lookup, a submit response and a webhook alike.
+  const found = classifyFound(op, lookup.matches, input.linked ?? []);
+  if (found) {
+    const { txn } = found;
+    if (found.review_reason === 'duplicate') {
+      const carry =
+        found.liveFound.length > 1
+          ? `${found.liveFound.length} provider transactions carry this operation (${ids(found.liveFound)})`
+          : `${txn.provider_id} carries this operation, and ${found.linkedLive.join(', ')} is linked to it already`;
+      const disagrees = found.problems.length ? `; ${txn.provider_id} disagrees on ${found.problems.join(', ')}` : '';
+      return review(RULES.duplicate, 'duplicate', `${carry}${disagrees}: needs review`, found.link);
+    }
+    if (found.review_reason === 'mismatch') {
       return review(
         RULES.mismatch,
         'mismatch',
-        `${match.provider_id} disagrees on ${disagreements.join(', ')}: needs review`,
-        [match],
+        `${txn.provider_id} disagrees on ${found.problems.join(', ')}: needs review`,
+        found.link,
       );
     }
-    const others = (input.linked ?? []).filter((t) => t.provider_id !== match.provider_id && isLive(t));
-    if (unexplainedLive(op.state, match, input.linked ?? []) === 'another_live') {
-      return review(
-        RULES.duplicate,
-        'duplicate',
-        `${match.provider_id} carries this operation, and ${others.map((t) => t.provider_id).join(', ')} is linked to it already: needs review`,
-        [match],
-      );
-    }
-    const seen = `found ${match.provider_id} (${match.status})`;
-    if (match.state === 'confirmed')
-      return resolved('confirm', RULES.confirmed, 'confirmed', match, `${seen}: confirmed`);
-    if (match.state === 'failed')
-      return resolved('fail', RULES.failed, 'failed', match, `${seen}: failed at the provider`);
+    const seen = `found ${txn.provider_id} (${txn.status})`;
+    if (found.state === 'confirmed')
+      return resolved('confirm', RULES.confirmed, 'confirmed', found.link, `${seen}: confirmed`);
+    if (found.state === 'failed')
+      return resolved('fail', RULES.failed, 'failed', found.link, `${seen}: failed at the provider`);
     // Anything not exactly confirmed/failed is treated as not final, so an odd adapter state never confirms.
-    if (stale) return staleDecision([match]);
-    return resolved('pending', RULES.pending, 'pending', match, `${seen}: pending at the provider`);
+    if (stale) return staleDecision(found.link);
+    return resolved('pending', RULES.pending, 'pending', found.link, `${seen}: pending at the provider`);
   }
 
   if (stale) return staleDecision();
@@ -264,12 +259,6 @@ function streakStart(input: RuleInput): Date {
   return start;
 }
 
-/** An adapter that finds one refund both by key and by metadata must not make it a duplicate. */
-function uniqueByProviderId(txns: ProviderTxn[]): ProviderTxn[] {
-  const seen = new Set<string>();
-  return txns.filter((t) => !seen.has(t.provider_id) && seen.add(t.provider_id));
-}
-
 function ids(txns: ProviderTxn[]): string {
   return txns.map((t) => t.provider_id).join(', ');
 }
@@ -284,10 +273,10 @@ function resolved(
   decision: 'confirm' | 'pending' | 'fail',
   rule: string,
   state: 'confirmed' | 'pending' | 'failed',
-  txn: ProviderTxn,
+  link: ProviderTxn[],
   explanation: string,
 ): Decision {
-  return { decision, rule, state, link: [txn], explanation };
+  return { decision, rule, state, link, explanation };
 }
 
 function stay(decision: 'wait' | 'unavailable', rule: string, state: Decision['state'], explanation: string): Decision {
