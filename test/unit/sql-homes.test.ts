@@ -1,8 +1,9 @@
 /**
  * One home for the SQL that writes what audit verify trusts (issue 25): an operation's state is
  * written only by the journal's transition (src/core/journal/transition.ts, row, observation,
- * links and event in one statement), and audit events are inserted only by the journal (the chain's
- * insert for events that move no state, and the same statement as the move for those that do).
+ * links and event in one statement); audit events, provider transactions (links) and observations
+ * are each inserted by one spelling in one module (chain.ts, links.ts, observations.ts), which the
+ * move statement builds its parts from.
  * A new writer elsewhere would be a second path that can skip the chain or the lease check.
  */
 import fs from 'node:fs';
@@ -33,11 +34,34 @@ describe('the SQL that writes states and audit events has one home each', () => 
     ]);
   });
 
-  it('audit events are inserted only by the journal (the chain, and the move statement)', () => {
-    expect(writers(/INSERT\s+INTO\s+recon\.audit_events/i)).toEqual([
-      path.join('src', 'core', 'journal', 'chain.ts'),
-      path.join('src', 'core', 'journal', 'transition.ts'),
+  // Each INSERT is spelled once, in its home, and the move statement (transition.ts WRITE_MOVES)
+  // builds its parts from the same builders (chain.ts insertEventsSql, links.ts insertLinksSql,
+  // observations.ts insertObservationsSql): two spellings drift (issue 25).
+  it('audit events are inserted only by the chain (chain.ts insertEventsSql)', () => {
+    expect(writers(/INSERT\s+INTO\s+recon\.audit_events/i)).toEqual([path.join('src', 'core', 'journal', 'chain.ts')]);
+  });
+
+  it('provider transactions are linked only by links.ts (insertLinksSql)', () => {
+    expect(writers(/INSERT\s+INTO\s+recon\.provider_transactions/i)).toEqual([
+      path.join('src', 'core', 'journal', 'links.ts'),
     ]);
+  });
+
+  it('observations are inserted only by observations.ts (insertObservationsSql)', () => {
+    expect(writers(/INSERT\s+INTO\s+recon\.observations/i)).toEqual([
+      path.join('src', 'core', 'journal', 'observations.ts'),
+    ]);
+  });
+
+  it('each of those INSERTs is spelled once in its home', () => {
+    for (const [table, file] of [
+      ['audit_events', 'chain.ts'],
+      ['provider_transactions', 'links.ts'],
+      ['observations', 'observations.ts'],
+    ]) {
+      const text = fs.readFileSync(path.join(ROOT, 'src', 'core', 'journal', file), 'utf8');
+      expect(text.match(new RegExp(`INSERT\\s+INTO\\s+recon\\.${table}\\b`, 'gi')), table).toHaveLength(1);
+    }
   });
 
   it('the check sees a writer where there is one (a state written from another file would be found)', () => {

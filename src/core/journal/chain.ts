@@ -57,11 +57,20 @@ export function chainEvent(prev: ChainHead, ev: NewAuditEvent, key?: AuditKey | 
   return { ...base, prev_hash: prev.hash, hash: eventHash(prev.hash, base, key), key_id: key?.id ?? null };
 }
 
-const INSERT_EVENTS = `
-  INSERT INTO recon.audit_events (operation_id, seq, at, actor, kind, from_state, to_state, rule, detail, prev_hash, hash,
-                                  key_id)
+/**
+ * The one spelling of an audit event's INSERT (issue 25): insertEvents and the move statement
+ * (transition.ts, WRITE_MOVES) both use it. `rows` yields (operation_id, seq, at, actor, kind,
+ * from_state, to_state, rule, detail, prev_hash, hash, key_id), each chained by chainEvent.
+ */
+export function insertEventsSql(rows: string): string {
+  return `INSERT INTO recon.audit_events (operation_id, seq, at, actor, kind, from_state, to_state, rule, detail, prev_hash,
+                                  hash, key_id)
+  ${rows.trim()}`;
+}
+
+const INSERT_EVENTS = insertEventsSql(`
   SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[],
-                       $8::text[], $9::jsonb[], $10::text[], $11::text[], $12::text[])`;
+                       $8::text[], $9::jsonb[], $10::text[], $11::text[], $12::text[])`);
 
 /** Inserts already-chained events in one statement. */
 export async function insertEvents(q: Queryable, events: AuditEvent[]): Promise<void> {

@@ -2,6 +2,21 @@ import type { Queryable } from '../../store/db.js';
 import type { LinkedVia, ProviderTxn } from '../../types.js';
 
 /**
+ * The one spelling of a link's INSERT (issue 25): linkTransactions and the move statement
+ * (transition.ts, WRITE_MOVES) both use it. `rows` is a query yielding (provider, provider_id,
+ * operation_id, status, state, amount, currency, linked_via, linked_at, linked_by, created). A
+ * transaction linked already to the same operation has its status brought up to date; one linked to
+ * another operation is left where it is (no row comes back for it: the caller sees it was refused).
+ */
+export function insertLinksSql(rows: string): string {
+  return `INSERT INTO recon.provider_transactions
+    (provider, provider_id, operation_id, status, state, amount, currency, linked_via, linked_at, linked_by, created)
+  ${rows.trim()}
+  ON CONFLICT (provider, provider_id) DO UPDATE SET status = EXCLUDED.status, state = EXCLUDED.state
+    WHERE recon.provider_transactions.operation_id = EXCLUDED.operation_id`;
+}
+
+/**
  * Links a provider transaction to an operation. A transaction already linked to another
  * operation is not re-pointed (it stays where it is, and the caller is told).
  */
@@ -28,13 +43,10 @@ export async function linkTransactions(
   if (links.length === 0) return [];
   const key = (provider: string, id: string) => `${provider}\u0000${id}`;
   const r = await tx.query<{ provider: string; provider_id: string }>(
-    `INSERT INTO recon.provider_transactions
-       (provider, provider_id, operation_id, status, state, amount, currency, linked_via, linked_at, linked_by, created)
-     SELECT provider, provider_id, operation_id, status, state, amount, currency, $8, $9::timestamptz, $10, created
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $11::timestamptz[])
-            AS u(provider, provider_id, operation_id, status, state, amount, currency, created)
-     ON CONFLICT (provider, provider_id) DO UPDATE SET status = EXCLUDED.status, state = EXCLUDED.state
-       WHERE recon.provider_transactions.operation_id = EXCLUDED.operation_id
+    `${insertLinksSql(`
+       SELECT provider, provider_id, operation_id, status, state, amount, currency, $8, $9::timestamptz, $10, created
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $11::timestamptz[])
+              AS u(provider, provider_id, operation_id, status, state, amount, currency, created)`)}
      RETURNING provider, provider_id`,
     [
       links.map((l) => l.provider),

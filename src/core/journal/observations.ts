@@ -1,6 +1,15 @@
 import type { Queryable } from '../../store/db.js';
 import type { ObservationResult } from '../../types.js';
 
+/**
+ * The one spelling of an observation's INSERT (issue 25): recordObservations and the move statement
+ * (transition.ts, WRITE_MOVES) both use it. `rows` yields (operation_id, observed_at, result, detail).
+ */
+export function insertObservationsSql(rows: string): string {
+  return `INSERT INTO recon.observations (operation_id, observed_at, result, detail)
+  ${rows.trim()}`;
+}
+
 export async function recordObservation(
   tx: Queryable,
   operationId: string,
@@ -25,8 +34,7 @@ async function recordObservations(
     rows.map((r) => JSON.stringify(r.detail)),
   ];
   await tx.query(
-    `INSERT INTO recon.observations (operation_id, observed_at, result, detail)
-     SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::jsonb[])`,
+    insertObservationsSql('SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::jsonb[])'),
     params,
   );
   await tx.query(

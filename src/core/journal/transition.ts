@@ -2,7 +2,9 @@ import { LeaseLostError, NotFoundError, RefusedError } from '../../errors.js';
 import type { Queryable } from '../../store/db.js';
 import type { AuditEvent, LinkedVia, ObservationResult, Operation, ProviderTxn, State } from '../../types.js';
 import type { AuditKey } from '../../lib/keyed-hash.js';
-import { chainEvent, chainHeads, type ChainHead } from './chain.js';
+import { chainEvent, chainHeads, insertEventsSql, type ChainHead } from './chain.js';
+import { insertLinksSql } from './links.js';
+import { insertObservationsSql } from './observations.js';
 import { rowToOperation, type OperationRow } from './operations.js';
 import { assertTransition, isTerminal } from './states.js';
 
@@ -254,8 +256,7 @@ ok AS (
      AND (u.lease_check IS NULL OR (l.lease_owner = u.lease_check AND l.lease_expires_at > $20::timestamptz))
 ),
 observed AS (
-  INSERT INTO recon.observations (operation_id, observed_at, result, detail)
-  SELECT id, coalesce(observed_at, $20::timestamptz), result, observation FROM ok WHERE result IS NOT NULL
+  ${insertObservationsSql('SELECT id, coalesce(observed_at, $20::timestamptz), result, observation FROM ok WHERE result IS NOT NULL')}
 ),
 links AS (
   SELECT x.* FROM unnest($22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::bigint[], $28::text[],
@@ -264,13 +265,10 @@ links AS (
    WHERE x.operation_id IN (SELECT id FROM ok)
 ),
 linked AS (
-  INSERT INTO recon.provider_transactions
-    (provider, provider_id, operation_id, status, state, amount, currency, linked_via, linked_at, linked_by, created)
+  ${insertLinksSql(`
   SELECT provider, provider_id, operation_id, status, state, amount, currency, linked_via, $20::timestamptz, $21::text,
          created
-    FROM links
-  ON CONFLICT (provider, provider_id) DO UPDATE SET status = EXCLUDED.status, state = EXCLUDED.state
-    WHERE recon.provider_transactions.operation_id = EXCLUDED.operation_id
+    FROM links`)}
   RETURNING 1
 ),
 updated AS (
@@ -292,11 +290,10 @@ updated AS (
   RETURNING ${returnRows ? 'o.*' : 'o.id'}
 ),
 appended AS (
-  INSERT INTO recon.audit_events (operation_id, seq, at, actor, kind, from_state, to_state, rule, detail, prev_hash, hash,
-                                  key_id)
+  ${insertEventsSql(`
   SELECT id, seq, $20::timestamptz, $21::text, kind, from_state, coalesce(to_state, from_state), rule, detail, prev_hash,
          hash, key_id
-    FROM ok
+    FROM ok`)}
 )
 SELECT l.id AS locked_id, l.state AS locked_state, l.lease_owner AS locked_lease_owner,
        l.lease_expires_at AS locked_lease_expires_at, up.id IS NOT NULL AS written,
