@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { formatDuration } from '../src/lib/durations.js';
 import { evidenceOf } from '../src/core/review/evidence.js';
 import { checkForce } from '../src/core/review/force.js';
-import { checkResolve, resolveReview, type ReviewOutcome } from '../src/core/review/review.js';
+import { checkResolve, resolveReview } from '../src/core/review/review.js';
+import { isReviewOutcome, REVIEW_OUTCOMES } from '../src/core/journal/states.js';
 import { countOperations, getOperation, listOperations } from '../src/core/journal/operations.js';
 import { validateId } from '../src/core/intake/validate.js';
 import { operationsJson } from '../src/core/journal/views.js';
@@ -15,8 +16,6 @@ import { info, printJson, printPaged } from './support/io.js';
 import { nextCommands } from './support/next.js';
 import { flow, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
-
-const OUTCOMES: ReviewOutcome[] = ['confirmed', 'failed', 'cancelled'];
 
 export function register(program: Command): void {
   const review = program
@@ -46,7 +45,7 @@ export function register(program: Command): void {
     .command('resolve')
     .description('record a human decision on a needs_review operation')
     .argument('<id>', 'operation id')
-    .addOption(new Option('--outcome <outcome>', 'the decision').choices(OUTCOMES).makeOptionMandatory())
+    .addOption(new Option('--outcome <outcome>', 'the decision').choices(REVIEW_OUTCOMES).makeOptionMandatory())
     .option('--txn <txn>', 'the provider transaction that is the real one (fetched, checked and linked)')
     .requiredOption('--note <text>', 'what was decided and why (goes into the audit trail)')
     .option(
@@ -61,14 +60,15 @@ export function register(program: Command): void {
     .action(
       action<{ outcome: string; txn?: string; note: string; force?: boolean; reason?: string }>(
         async ([rawId], opts, deps) => {
-          if (!OUTCOMES.includes(opts.outcome as ReviewOutcome))
-            throw new UsageError(`--outcome: "${opts.outcome}" is not one of ${OUTCOMES.join(', ')}`);
+          if (!isReviewOutcome(opts.outcome))
+            throw new UsageError(`--outcome: "${opts.outcome}" is not one of ${REVIEW_OUTCOMES.join(', ')}`);
+          const outcome = opts.outcome;
           const force = checkForce(opts);
           const core = await deps.core();
           const id = validateId(rawId);
           const provider = await deps.provider((await getOperation(core.db, id)).provider);
           const check = await checkResolve(core, provider, id, {
-            outcome: opts.outcome as ReviewOutcome,
+            outcome,
             txnId: opts.txn,
           });
           const op = await resolveReview(core, provider, check, { ...force, note: opts.note });

@@ -26,13 +26,24 @@ import { STATES, type State, TERMINAL_STATES, UNRESOLVED_STATES } from '../../ty
  * A webhook, a lookup or a late response found 18 operations in review and confirmed them, which
  * emptied the human queue of exactly the cases it exists for (issue 10).
  */
+/**
+ * How a person may resolve a review (`recon review resolve --outcome`): the exits of needs_review,
+ * the one list the state machine, `resolveReview` and the command's choices read (issue 25).
+ */
+export const REVIEW_OUTCOMES = ['confirmed', 'failed', 'cancelled'] as const satisfies readonly State[];
+export type ReviewOutcome = (typeof REVIEW_OUTCOMES)[number];
+
+export function isReviewOutcome(value: string): value is ReviewOutcome {
+  return (REVIEW_OUTCOMES as readonly string[]).includes(value);
+}
+
 const NEXT: Record<State, readonly State[]> = {
   proposed: ['approved', 'cancelled', 'needs_review'],
   approved: ['submitting', 'cancelled', 'needs_review'],
   submitting: ['confirmed', 'failed', 'pending', 'outcome_unknown', 'needs_review'],
   pending: ['confirmed', 'failed', 'outcome_unknown', 'needs_review'],
   outcome_unknown: ['confirmed', 'failed', 'pending', 'submitting', 'needs_review'],
-  needs_review: ['confirmed', 'failed', 'cancelled'],
+  needs_review: REVIEW_OUTCOMES,
   confirmed: ['needs_review'],
   failed: ['needs_review'],
   cancelled: [],

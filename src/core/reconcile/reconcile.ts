@@ -9,6 +9,7 @@ import type { CoreContext } from '../journal/context.js';
 import { claimOne, newOwnerToken, releaseLease } from '../attempt/claims.js';
 import { submitOperation } from '../attempt/submit.js';
 import { judgedState } from '../journal/states.js';
+import { unavailableLookup } from '../found/lookup-result.js';
 import { writeLeaseExpired } from '../journal/lease.js';
 
 export function lookupQueryFor(op: Operation) {
@@ -28,12 +29,7 @@ export async function safeLookup(provider: Provider, op: Operation): Promise<Loo
   } catch (err) {
     // A refused key (exit 2) is a configuration error for the whole command, not an observation.
     if (exitCodeOf(err) === 2) throw err;
-    return {
-      result: 'unavailable',
-      matches: [],
-      candidates: [],
-      error: err instanceof Error ? err.message : String(err),
-    };
+    return unavailableLookup(err instanceof Error ? err.message : String(err));
   }
 }
 

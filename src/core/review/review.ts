@@ -7,8 +7,7 @@ import { getOperation, lockOperation, transactionsOf } from '../journal/operatio
 import { lookupQueryFor } from '../reconcile/reconcile.js';
 import { linkTransaction } from '../journal/links.js';
 import { transition } from '../journal/transition.js';
-
-export type ReviewOutcome = 'confirmed' | 'failed' | 'cancelled';
+import type { ReviewOutcome } from '../journal/states.js';
 
 /** What a person is shown before resolving a review, and why recon would refuse it. */
 export interface ResolveCheck {

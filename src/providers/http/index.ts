@@ -16,6 +16,7 @@ import type {
 } from '../../types.js';
 import { backoffDelay, realSleep, retryAfterMs, TokenBucket, withRetries, type Sleep } from '../../lib/ratelimit.js';
 import { redact } from '../../config/redact.js';
+import { lookupResultOf, unavailableLookup } from '../../core/found/lookup-result.js';
 import { classifyAnswer, classifyNetworkError, parseJson, summarise, type HttpAnswer } from './classify.js';
 import { carriesIdentity, fillPath, getPath, operationValues, toTxn } from './mapping.js';
 
@@ -146,23 +147,12 @@ export function createHttpProvider(config: HttpProviderConfig, deps: HttpProvide
         body = await read(config.lookup, path);
       } catch (err) {
         const retry = (err as { retryAfterMs?: number }).retryAfterMs;
-        return {
-          result: 'unavailable',
-          matches: [],
-          candidates: [],
-          error: (err as Error).message,
-          ...(retry ? { retry_after_ms: retry } : {}),
-        };
+        return unavailableLookup((err as Error).message, { retry_after_ms: retry });
       }
       const single = config.lookup.list === null;
       const items = body === null ? [] : single ? [body] : getPath(body, config.lookup.list!);
       if (!Array.isArray(items)) {
-        return {
-          result: 'unavailable',
-          matches: [],
-          candidates: [],
-          error: `${config.name}: no list at "${config.lookup.list}" in the lookup response`,
-        };
+        return unavailableLookup(`${config.name}: no list at "${config.lookup.list}" in the lookup response`);
       }
       const matches: ProviderTxn[] = [];
       for (const item of items) {
@@ -172,9 +162,7 @@ export function createHttpProvider(config: HttpProviderConfig, deps: HttpProvide
         // A lookup that returns one object was addressed by identity already; a list must prove it per item.
         if (identity === true || (single && identity === undefined)) matches.push(txn);
       }
-      const result =
-        matches.length === 0 ? 'not_found' : matches.every((t) => t.state === 'pending') ? 'pending' : 'found';
-      return { result, matches, candidates: [], note: `${config.lookup.method} ${path}` };
+      return { result: lookupResultOf(matches, []), matches, candidates: [], note: `${config.lookup.method} ${path}` };
     },
 
     async get(providerId: string): Promise<ProviderTxn | null> {

@@ -9,6 +9,7 @@
 import type Stripe from 'stripe';
 import type { ListRange, LookupQuery, LookupResult, ProviderTxn } from '../../types.js';
 import { formatDuration } from '../../lib/durations.js';
+import { lookupResultOf, unavailableLookup } from '../../core/found/lookup-result.js';
 import { ProviderUnavailableError } from '../../errors.js';
 import { describeError, headerOf, missingParent, refundToTxn, refusedKey } from './classify.js';
 import { isRateLimited, retryAfterOf, type StripeClient } from './client.js';
@@ -151,26 +152,13 @@ export async function lookupRefunds(
       };
     }
     const retryAfter = isRateLimited(err) ? retryAfterOf(err) : 0;
-    return {
-      result: 'unavailable',
-      matches: [],
-      candidates: [],
-      error: describeError(err),
-      ...(retryAfter > 0 ? { retry_after_ms: retryAfter } : {}),
-      note: plan.note,
-    };
+    return { ...unavailableLookup(describeError(err), { retry_after_ms: retryAfter }), note: plan.note };
   }
   return {
-    result: resultOf(matches, candidates),
+    result: lookupResultOf(matches, candidates),
     matches,
     candidates,
     ...(providerDate ? { provider_date: providerDate } : {}),
     note: plan.note,
   };
-}
-
-/** What a lookup found: its own refunds (all pending or not), else look-alikes, else nothing. */
-export function resultOf(matches: ProviderTxn[], candidates: ProviderTxn[]): LookupResult['result'] {
-  if (matches.length > 0) return matches.every((t) => t.state === 'pending') ? 'pending' : 'found';
-  return candidates.length > 0 ? 'ambiguous' : 'not_found';
 }

@@ -43,7 +43,8 @@ import type Stripe from 'stripe';
 import type { LookupQuery, LookupResult, ProviderTxn } from '../../types.js';
 import { idOf, refundToTxn } from './classify.js';
 import type { StripeClient } from './client.js';
-import { refundPage, resultOf, type LookupPlan } from './ledger.js';
+import { refundPage, type LookupPlan } from './ledger.js';
+import { lookupResultOf } from '../../core/found/lookup-result.js';
 
 /**
  * Seconds a refund's `created` (Stripe's clock) may precede its operation's `created_at` (ours): how
@@ -272,7 +273,7 @@ export function ledgerScan(
       if (found.length === 0 || !covers(s, reachOf(found))) return null;
       const matches = found.map((x) => x.txn);
       return {
-        result: resultOf(matches, []),
+        result: lookupResultOf(matches, []),
         matches,
         candidates: [],
         source: 'ledger_scan',
