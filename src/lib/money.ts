@@ -31,14 +31,20 @@ function exponent(currency: string): number | null {
   return digits;
 }
 
+/** `2599, usd` → `25.99`; `1000, jpy` → `1,000`: major units in the currency's exponent; null for a code Intl does not know. */
+export function formatMajor(amount: number, currency: string): string | null {
+  const digits = exponent(currency);
+  if (digits === null) return null;
+  return new Intl.NumberFormat('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }).format(
+    amount / 10 ** digits,
+  );
+}
+
 /** `2599, usd` → `25.99 USD`; `1000, jpy` → `1,000 JPY`; no amount → ''. */
 export function formatAmount(amount: number | null | undefined, currency: string | null | undefined): string {
   if (amount === null || amount === undefined) return '';
   if (!currency) return String(amount);
-  const digits = exponent(currency);
-  if (digits === null) return `${amount} ${currency.toUpperCase()} (minor units)`;
-  const major = new Intl.NumberFormat('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }).format(
-    amount / 10 ** digits,
-  );
+  const major = formatMajor(amount, currency);
+  if (major === null) return `${amount} ${currency.toUpperCase()} (minor units)`;
   return `${major} ${currency.toUpperCase()}`;
 }

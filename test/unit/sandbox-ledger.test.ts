@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { StripeLedger } from '../../src/sandbox/stripe/ledger.js';
 import type { Refund } from '../../src/sandbox/stripe/types.js';
+import { money } from '../../src/sandbox/stripe/params.js';
 
 const BASE = 1_700_000_000;
 
@@ -74,5 +75,18 @@ describe('sandbox refund list', () => {
     // Walking from the head reads ~24,000 entries at that depth; binary search ~2 × log2(30,000) ≈ 30.
     expect(shallow).toBeGreaterThan(0);
     expect(atDepth).toBeLessThanOrEqual(shallow + 2 * Math.ceil(Math.log2(30_000)));
+  });
+});
+
+// Issue 25: amounts are formatted in one place (src/lib/money.ts); the sandbox's Stripe-worded
+// messages divided by 100 on their own, so a yen refund read a hundred times too small.
+describe('the sandbox writes amounts in its messages through the one money formatter', () => {
+  it.each([
+    [950, 'usd', '$9.50'],
+    [1000, 'jpy', '1,000 jpy'],
+    [1234, 'kwd', '1.234 kwd'],
+    [123456, 'eur', '1,234.56 eur'],
+  ])('%i %s → %s', (amount, currency, text) => {
+    expect(money(amount, currency)).toBe(text);
   });
 });

@@ -5,6 +5,7 @@
 import type { FormValue } from '../http.js';
 import { stripeError, type EndpointError } from './types.js';
 import { dict } from '../../lib/dict.js';
+import { formatMajor } from '../../lib/money.js';
 
 export function endpointError(message: string, param: string, code: string): EndpointError {
   return { status: 400, body: stripeError('invalid_request_error', message, { code, param }), stored: true };
@@ -20,8 +21,10 @@ export function positiveInt(v: FormValue): number | null {
     : null;
 }
 
+/** An amount as Stripe's error messages write it ("$9.50", "1,000 jpy"), in major units through src/lib/money.ts. */
 export function money(amount: number, currency: string): string {
-  return `${currency === 'usd' ? '$' : ''}${(amount / 100).toFixed(2)}${currency === 'usd' ? '' : ` ${currency}`}`;
+  const major = formatMajor(amount, currency) ?? String(amount);
+  return currency === 'usd' ? `$${major}` : `${major} ${currency}`;
 }
 
 export function parseMetadata(v: FormValue | undefined): Record<string, string> | { error: string } {
