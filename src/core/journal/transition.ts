@@ -108,7 +108,7 @@ export function assertLease(
  * The checks a move passes under its row lock: the operation exists, the lease (when one is
  * required) holds, its state is the one the caller saw, and the state machine allows the move.
  */
-export function assertMove(cur: Locked | undefined, m: Move, now: Date): void {
+function assertMove(cur: Locked | undefined, m: Move, now: Date): void {
   if (!cur) throw new NotFoundError(`operation ${m.id} not found; list operations with: recon ops list`);
   if (m.leaseOwner) assertLease(cur, m.leaseOwner, now);
   if (m.from !== undefined && cur.state !== m.from) {
@@ -121,7 +121,7 @@ export function assertMove(cur: Locked | undefined, m: Move, now: Date): void {
 }
 
 /** Locks operation rows in id order (so two writers never wait on each other in a cycle): what a move's checks read. */
-export async function lockForMoves(tx: Queryable, ids: string[]): Promise<Map<string, Locked>> {
+async function lockForMoves(tx: Queryable, ids: string[]): Promise<Map<string, Locked>> {
   const r = await tx.query<Locked>(
     'SELECT id, state, lease_owner, lease_expires_at FROM recon.operations WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
     [ids],

@@ -40,22 +40,6 @@ export function decisionWriter(
   let filling = false;
   let full: (() => void) | null = null;
 
-  const write = (group: typeof queue) => {
-    writing++;
-    void applyDecisions(
-      ctx,
-      group.map((g) => g.item),
-      owner,
-    )
-      // applyDecisions answers each item and never throws; should it all the same, each caller hears of it.
-      .catch((err: unknown) => group.map(() => ({ ok: false as const, error: err as Error })))
-      .then((results) => group.forEach((g, k) => g.resolve(results[k])))
-      .finally(() => {
-        writing--;
-        void pump();
-      });
-  };
-
   const pump = async (): Promise<void> => {
     if (filling || writing >= maxInFlight || queue.length === 0) return;
     const wait = fillMs - (performance.now() - queue[0].at);
@@ -75,7 +59,20 @@ export function decisionWriter(
       });
       filling = false;
     }
-    write(queue.splice(0, maxGroup));
+    const group = queue.splice(0, maxGroup);
+    writing++;
+    void applyDecisions(
+      ctx,
+      group.map((g) => g.item),
+      owner,
+    )
+      // applyDecisions answers each item and never throws; should it all the same, each caller hears of it.
+      .catch((err: unknown) => group.map(() => ({ ok: false as const, error: err as Error })))
+      .then((results) => group.forEach((g, k) => g.resolve(results[k])))
+      .finally(() => {
+        writing--;
+        void pump();
+      });
     if (queue.length) void pump();
   };
 

@@ -1,6 +1,6 @@
 import type { LookupResult, Operation, Provider } from '../../types.js';
 import { exitCodeOf } from '../../errors.js';
-import type { Applied, DecisionJson } from '../journal/decision-json.js';
+import { decisionJson, type Applied, type DecisionJson } from '../journal/decision-json.js';
 import { historiesOf, type History } from '../journal/history.js';
 import { planDecision, type PlannedDecision } from './plan.js';
 import { applyDecisions } from './write-decisions.js';
@@ -12,45 +12,11 @@ import { judgedState } from '../journal/states.js';
 import { unavailableLookup } from '../found/lookup-result.js';
 import { writeLeaseExpired } from '../journal/lease.js';
 
-export function lookupQueryFor(op: Operation) {
-  return {
-    operation_id: op.id,
-    idempotency_key: op.idempotency_key,
-    client_reference: op.client_reference ?? undefined,
-    payload: op.payload,
-    recorded_at: op.created_at,
-  };
-}
-
-/** The lookup, never throwing for provider trouble: an adapter that throws is `unavailable`. */
-export async function safeLookup(provider: Provider, op: Operation): Promise<LookupResult> {
-  try {
-    return await provider.lookup(lookupQueryFor(op));
-  } catch (err) {
-    // A refused key (exit 2) is a configuration error for the whole command, not an observation.
-    if (exitCodeOf(err) === 2) throw err;
-    return unavailableLookup(err instanceof Error ? err.message : String(err));
-  }
-}
-
-/** Runs the rule for `op` against a fresh lookup, without writing anything. */
-export async function evaluate(
-  ctx: CoreContext,
-  provider: Provider,
-  op: Operation,
-  lookup?: LookupResult | Promise<LookupResult>,
-) {
-  // The history is read while the provider answers: the store round trips need not add to the
-  // lookup's. The lookup's own observation is written only afterwards, so the history is still
-  // "before this one".
-  const [l, histories] = await Promise.all([lookup ?? safeLookup(provider, op), historiesOf(ctx.db, [op])]);
-  const plan = planDecision(ctx, provider, op, l, histories.get(op.id)!);
-  return { lookup: l, decision: plan.ruling, plan };
-}
-
 export interface ReconcileOptions {
   /** Our lease token on `op` (from claimForRun), re-checked on every write. */
   owner: string;
+  /** The decision only: nothing written, nothing sent (`recon run --dry-run`). */
+  dryRun?: boolean;
   /** The operation's history, when the caller read it already (`recon run` reads a batch's at once). */
   history?: History;
   /** How the decision is written; default: on its own. `recon run` passes its group writer. */
@@ -62,8 +28,8 @@ export interface ReconcileOptions {
 /**
  * Reconciles one claimed operation (SPEC §4): a `submitting` left by a crashed worker becomes
  * outcome_unknown first; then lookup, rule, and the decision written with the observation and the
- * audit event (alone, or in `recon run`'s groups: `o.write`); a retry then goes through the normal attempt phases with the
- * original key and payload.
+ * audit event (alone, or in `recon run`'s groups: `o.write`); a retry then goes through the normal
+ * attempt phases with the original key and payload. With `dryRun`, the lookup and the rule only.
  */
 export async function reconcileOne(
   ctx: CoreContext,
@@ -73,15 +39,30 @@ export async function reconcileOne(
 ): Promise<DecisionJson> {
   const limited = o.limited ?? ((call) => call());
   // A claimed `submitting` was left by a worker that is gone: judged, and recorded, as outcome_unknown first.
-  const op = judgedState(claimed.state) === claimed.state ? claimed : await expireLease(ctx, claimed, o.owner);
-  const lookup = limited(() => safeLookup(provider, op));
-  const plan = o.history
-    ? planDecision(ctx, provider, op, await lookup, o.history)
-    : (await evaluate(ctx, provider, op, lookup)).plan;
+  const op =
+    o.dryRun || judgedState(claimed.state) === claimed.state ? claimed : await expireLease(ctx, claimed, o.owner);
+  // The history (unless the caller read it) is read while the provider answers: the store round trips
+  // need not add to the lookup's. The lookup's own observation is written only afterwards.
+  const [lookup, history] = await Promise.all([
+    limited(() => safeLookup(provider, op)),
+    o.history ?? historiesOf(ctx.db, [op]).then((h) => h.get(op.id)!),
+  ]);
+  const plan = planDecision(ctx, provider, op, lookup, history);
+  if (o.dryRun) return decisionJson(op.id, plan.ruling);
   const applied = o.write ? await o.write(plan) : (await applyDecisions(ctx, [plan], o.owner))[0];
   if (!applied.ok) throw applied.error;
-  if (plan.ruling.decision === 'retry') return limited(() => retryAuthorised(ctx, provider, op, applied.json, o.owner));
-  return applied.json;
+  if (plan.ruling.decision !== 'retry') return applied.json;
+  // The attempt the decision authorised: the original key and payload, through the normal attempt phases.
+  return limited(async () => {
+    const r = await submitOperation(ctx, provider, op.id, {
+      from: 'outcome_unknown',
+      rule: applied.json.rule,
+      detail: { explanation: applied.json.explanation },
+      owner: o.owner,
+      heldLease: o.owner,
+    });
+    return { ...applied.json, state: r.operation.state, attempt: r.attempt };
+  });
 }
 
 /** Expired-lease recovery (SPEC §3): a `submitting` left by a crashed worker becomes outcome_unknown, never failed. */
@@ -98,22 +79,40 @@ export async function expireLease(ctx: CoreContext, claimed: Operation, owner: s
   );
 }
 
-/** The attempt a `retry` decision authorised: the original key and payload, through the normal attempt phases. */
-async function retryAuthorised(
+/** The lookup, never throwing for provider trouble: an adapter that throws is `unavailable`. */
+export async function safeLookup(provider: Provider, op: Operation): Promise<LookupResult> {
+  try {
+    return await provider.lookup(lookupQueryFor(op));
+  } catch (err) {
+    // A refused key (exit 2) is a configuration error for the whole command, not an observation.
+    if (exitCodeOf(err) === 2) throw err;
+    return unavailableLookup(err instanceof Error ? err.message : String(err));
+  }
+}
+
+export function lookupQueryFor(op: Operation) {
+  return {
+    operation_id: op.id,
+    idempotency_key: op.idempotency_key,
+    client_reference: op.client_reference ?? undefined,
+    payload: op.payload,
+    recorded_at: op.created_at,
+  };
+}
+
+/** Runs the rule for `op` against a fresh lookup, without writing anything. */
+export async function evaluate(
   ctx: CoreContext,
   provider: Provider,
   op: Operation,
-  authorised: DecisionJson,
-  owner: string,
-): Promise<DecisionJson> {
-  const r = await submitOperation(ctx, provider, op.id, {
-    from: 'outcome_unknown',
-    rule: authorised.rule,
-    detail: { explanation: authorised.explanation },
-    owner,
-    heldLease: owner,
-  });
-  return { ...authorised, state: r.operation.state, attempt: r.attempt };
+  lookup?: LookupResult | Promise<LookupResult>,
+) {
+  // The history is read while the provider answers: the store round trips need not add to the
+  // lookup's. The lookup's own observation is written only afterwards, so the history is still
+  // "before this one".
+  const [l, histories] = await Promise.all([lookup ?? safeLookup(provider, op), historiesOf(ctx.db, [op])]);
+  const plan = planDecision(ctx, provider, op, l, histories.get(op.id)!);
+  return { lookup: l, decision: plan.ruling, plan };
 }
 
 /**

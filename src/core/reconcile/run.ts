@@ -1,12 +1,13 @@
-import { UNRESOLVED_STATES, type Operation, type Provider } from '../../types.js';
+import { UNRESOLVED_STATES, type DecisionKind, type Operation, type Provider } from '../../types.js';
 import { exitCodeOf, LeaseLostError } from '../../errors.js';
 import { claimForRun, newOwnerToken, releaseLease } from '../attempt/claims.js';
 import type { CoreContext } from '../journal/context.js';
 import { limitConcurrency } from '../../lib/ratelimit.js';
-import { decisionJson, type DecisionJson } from '../journal/decision-json.js';
+import type { Applied, DecisionJson } from '../journal/decision-json.js';
 import { decisionWriter } from './decision-writer.js';
 import { historiesOf, type History } from '../journal/history.js';
-import { evaluate, lookupQueryFor, reconcileOne } from './reconcile.js';
+import type { PlannedDecision } from './plan.js';
+import { lookupQueryFor, reconcileOne } from './reconcile.js';
 import { listOperations } from '../journal/operations.js';
 import { isInFlight, RECONCILABLE_STATES, UNRESOLVED_SQL } from '../journal/states.js';
 
@@ -55,240 +56,178 @@ export interface RunSummary {
 export type ProviderSource = (name: string) => Promise<Provider>;
 
 /**
- * One reconciliation pass over unresolved operations. Claims in batches (SKIP LOCKED, leases) so
- * several `recon run` processes against one PostgreSQL share the work without overlap; each
- * provider's lookups run with bounded concurrency (its rate limit is enforced in the adapter).
+ * One reconciliation pass over unresolved operations, in batches, each in phases: claim (SKIP
+ * LOCKED, leases: several `recon run` processes against one PostgreSQL share the work without
+ * overlap), then for each operation look up, decide and write (reconcileOne; decisions written in
+ * groups), and at the end the summary. Each provider's lookups run with bounded concurrency (its
+ * rate limit is enforced in the adapter). The dry run claims nothing and writes nothing; it decides
+ * with the same code.
  */
 export async function runPass(ctx: CoreContext, providers: ProviderSource, o: RunOptions = {}): Promise<RunSummary> {
   const started = Date.now();
-  const passStartedAt = ctx.now();
   const limit = o.limit ?? 10_000;
-  const summary: RunSummary = {
-    claimed: 0,
-    confirmed: 0,
-    failed: 0,
-    pending: 0,
-    retried: 0,
-    escalated: 0,
-    waiting: 0,
-    unavailable: 0,
-    decisions: [],
-    errors: [],
-    lease_expired: [],
-    needs_review_total: 0,
-    backing_off: [],
-    unresolved_by_state: {},
-    duration_ms: 0,
-    dry_run: Boolean(o.dryRun),
-  };
-  const limiters = new Map<string, <T>(task: () => Promise<T>) => Promise<T>>();
-  const limiterFor = (p: Provider) => {
-    let l = limiters.get(p.name);
-    if (!l) limiters.set(p.name, (l = limitConcurrency(o.concurrency ?? p.capabilities.concurrency)));
-    return l;
-  };
+  const startedAt = ctx.now();
   const owner = newOwnerToken(ctx.actor);
-  // Decisions are written in groups (group commit): one transaction per decision made the store's
-  // round trips the cost of a pass against a fast provider (see write-decisions.ts).
-  const write = decisionWriter(ctx, owner);
-  // The store gone (exit 6): nothing more can be written, so nothing more is asked of the provider
-  // (each lookup is one of the account's reads, and a pass may have hundreds claimed); the pass ends
-  // with this error once what is in flight has settled.
-  let storeLost: Error | undefined;
-  const seen: string[] = [];
-  // What the pass may decide, per provider: a provider's prepareLookups weighs a scan against it.
-  const backlog = o.dryRun ? new Map<string, number>() : await backlogByProvider(ctx, o.provider, limit);
-  const claimNext = async (): Promise<{ batch: Operation[]; histories: Map<string, History> | null }> => {
-    const size = Math.min(o.batchSize ?? 200, limit - summary.claimed);
-    if (size <= 0) return { batch: [], histories: null };
-    const batch = o.dryRun
-      ? await candidatesForDryRun(ctx, o, size, seen)
-      : await claimBatch(ctx, providers, owner, size, o, seen, passStartedAt);
-    summary.claimed += batch.length;
-    seen.push(...batch.map((b) => b.id));
-    // The batch's histories in a few queries, read while nothing else may decide these operations (we
-    // hold their leases), and meanwhile the providers told which lookups are coming (prepareLookups).
-    const [histories] = await Promise.all([
-      o.dryRun || batch.length === 0 ? null : historiesOf(ctx.db, batch),
-      prepareLookups(providers, batch, backlog),
-    ]);
-    return { batch, histories };
+  // Unresolved operations per provider (at most `limit`): what this pass may decide.
+  const backlog = new Map<string, number>();
+  if (!o.dryRun) {
+    const { rows } = await ctx.db.query<{ provider: string; n: number }>(
+      `SELECT provider, count(*)::int AS n FROM recon.operations
+        WHERE state IN ${UNRESOLVED_SQL} AND ($1::text IS NULL OR provider = $1::text)
+        GROUP BY provider`,
+      [o.provider ?? null],
+    );
+    for (const r of rows) backlog.set(r.provider, Math.min(Number(r.n), limit));
+  }
+  const pass: Pass = {
+    ctx,
+    providers,
+    o,
+    limit,
+    startedAt,
+    owner,
+    // Decisions are written in groups (group commit): one transaction per decision made the store's
+    // round trips the cost of a pass against a fast provider (see write-decisions.ts).
+    write: decisionWriter(ctx, owner),
+    summary: {
+      claimed: 0,
+      confirmed: 0,
+      failed: 0,
+      pending: 0,
+      retried: 0,
+      escalated: 0,
+      waiting: 0,
+      unavailable: 0,
+      decisions: [],
+      errors: [],
+      lease_expired: [],
+      needs_review_total: 0,
+      backing_off: [],
+      unresolved_by_state: {},
+      duration_ms: 0,
+      dry_run: Boolean(o.dryRun),
+    },
+    seen: [],
+    backlog,
+    limiters: new Map(),
   };
   // Batches overlap: the next one is claimed while this one is looked up, and its lookups start when
   // this one's last few lookups are in flight. Waiting for a whole batch before claiming the next left
   // the provider idle at every batch boundary (~5% of a rate-limited pass: npm run bench, reconcile),
   // and waiting for its decisions to be written as well left it idle during every commit (claims).
   const running: Promise<void>[] = [];
-  let next = claimNext();
+  let next = claimBatch(pass);
   for (;;) {
-    if (storeLost !== undefined) break;
-    const { batch, histories } = await next;
-    if (batch.length === 0) break;
+    if (pass.stopped !== undefined) break;
+    const batch = await next;
+    if (batch.ops.length === 0) break;
     // At most two batches at once: one looked up while the other's decisions are written. With no
     // bound, a store slower than the provider would pile up decisions under leases that may expire.
     if (running.length >= 2) await running[running.length - 2];
-    next = claimNext();
+    next = claimBatch(pass);
     // Awaited at the top of the loop; marked handled now so that a failing claim is not reported as
     // an unhandled rejection while this batch runs.
     next.catch(() => undefined);
-    let left = batch.length;
-    let tail!: () => void;
-    const nearlyDone = new Promise<void>((resolve) => (tail = resolve));
-    const TAIL = 16;
-    if (left <= TAIL) tail();
-    running.push(
-      Promise.all(
-        batch.map(async (claimed) => {
-          let looked = false;
-          // Called when the operation's lookup has answered (or it will make none).
-          const lookedUp = () => {
-            if (looked) return;
-            looked = true;
-            if (--left <= TAIL) tail();
-          };
-          try {
-            await decideOne(claimed, histories, lookedUp);
-          } finally {
-            lookedUp();
-          }
-        }),
-      ).then(() => undefined),
-    );
-    await nearlyDone;
+    const { decided, nearlyLookedUp } = decideBatch(pass, batch);
+    running.push(decided);
+    await nearlyLookedUp;
   }
   await Promise.all(running);
-  if (storeLost !== undefined) {
-    throw storeLost;
-  }
-
-  async function decideOne(
-    claimed: Operation,
-    histories: Map<string, History> | null,
-    lookedUp: () => void,
-  ): Promise<void> {
-    let provider: Provider;
-    try {
-      provider = await providers(claimed.provider);
-    } catch (err) {
-      summary.errors.push({ id: claimed.id, error: (err as Error).message });
-      if (!o.dryRun) await releaseLease(ctx.db, claimed.id, owner);
-      return;
-    }
-    const limiter = limiterFor(provider);
-    // The operation's first provider call is its lookup.
-    const limited = <T>(call: () => Promise<T>) =>
-      limiter(async () => {
-        if (storeLost !== undefined) throw storeLost;
-        return call();
-      }).finally(lookedUp);
-    try {
-      if (o.dryRun) {
-        count(summary, await limited(() => dryDecision(ctx, provider, claimed)));
-      } else {
-        count(
-          summary,
-          await reconcileOne(ctx, provider, claimed, {
-            owner,
-            history: histories!.get(claimed.id)!,
-            write,
-            limited,
-          }),
-        );
-      }
-    } catch (err) {
-      // The store gone (6), or a provider that refused our key (2: every lookup would be refused):
-      // nothing more is asked; the pass ends with that error.
-      if (exitCodeOf(err) === 6 || exitCodeOf(err) === 2) storeLost ??= err as Error;
-      if (err instanceof LeaseLostError) summary.lease_expired.push(claimed.id);
-      else summary.errors.push({ id: claimed.id, error: (err as Error).message });
-      if (!o.dryRun) await releaseLease(ctx.db, claimed.id, owner).catch(() => undefined);
-    }
-    o.onProgress?.(summary.decisions.length + summary.errors.length, summary.claimed);
-  }
-  const states = await ctx.db.query<{ state: string; n: number }>(
-    `SELECT state, count(*)::int AS n FROM recon.operations
-      WHERE state IN ${UNRESOLVED_SQL} AND ($1::text IS NULL OR provider = $1::text)
-      GROUP BY state`,
-    [o.provider ?? null],
-  );
-  for (const s of UNRESOLVED_STATES) summary.unresolved_by_state[s] = 0;
-  for (const r of states.rows) summary.unresolved_by_state[r.state] = Number(r.n);
-  summary.needs_review_total = summary.unresolved_by_state.needs_review ?? 0;
-  summary.backing_off = await backingOff(ctx, o.provider, passStartedAt);
-  summary.decisions.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  summary.duration_ms = Date.now() - started;
-  return summary;
+  if (pass.stopped !== undefined) throw pass.stopped;
+  return summarise(pass, started);
 }
 
-/** Unresolved operations per provider (at most `limit`): what this pass may decide. */
-async function backlogByProvider(ctx: CoreContext, provider: string | undefined, limit: number) {
-  const { rows } = await ctx.db.query<{ provider: string; n: number }>(
-    `SELECT provider, count(*)::int AS n FROM recon.operations
-      WHERE state IN ${UNRESOLVED_SQL} AND ($1::text IS NULL OR provider = $1::text)
-      GROUP BY provider`,
-    [provider ?? null],
-  );
-  return new Map(rows.map((r) => [r.provider, Math.min(Number(r.n), limit)]));
+/** What one pass holds while it runs. */
+interface Pass {
+  ctx: CoreContext;
+  providers: ProviderSource;
+  o: RunOptions;
+  /** At most this many operations in the pass. */
+  limit: number;
+  /** When the pass began: what another worker's pass looked up since is not claimed (claimForRun). */
+  startedAt: Date;
+  /** Our lease token on every operation the pass claims. */
+  owner: string;
+  write: (plan: PlannedDecision) => Promise<Applied>;
+  summary: RunSummary;
+  /** Operations this pass already took (a `wait` releases its lease: it must not be claimed again). */
+  seen: string[];
+  /** What the pass may decide, per provider: a provider's prepareLookups weighs a scan against it. */
+  backlog: Map<string, number>;
+  /** Each provider's concurrency limit. */
+  limiters: Map<string, <T>(task: () => Promise<T>) => Promise<T>>;
+  /**
+   * The store gone (exit 6), or a provider that refused our key (2: every lookup would be refused):
+   * nothing more can be written or is asked of the provider (each lookup is one of the account's
+   * reads, and a pass may have hundreds claimed); the pass ends with this error once what is in
+   * flight has settled.
+   */
+  stopped?: Error;
 }
 
-/** Each provider's `prepareLookups` with its operations of the batch; trouble here only means lookups one by one. */
-async function prepareLookups(
-  providers: ProviderSource,
-  batch: Operation[],
-  backlog: Map<string, number>,
-): Promise<void> {
-  const byProvider = new Map<string, Operation[]>();
-  for (const op of batch) {
-    const ops = byProvider.get(op.provider);
-    if (ops) ops.push(op);
-    else byProvider.set(op.provider, [op]);
-  }
-  await Promise.all(
-    [...byProvider].map(async ([name, ops]) => {
-      const provider = await providers(name).catch(() => null);
-      try {
-        await provider?.prepareLookups?.(ops.map(lookupQueryFor), { backlog: backlog.get(name) ?? ops.length });
-      } catch {
-        // A module provider's trouble: its operations are looked up one by one.
-      }
-    }),
-  );
+/** A batch of claimed operations (for the dry run: candidates) and their histories. */
+interface Batch {
+  ops: Operation[];
+  histories: Map<string, History>;
 }
 
-async function claimBatch(
-  ctx: CoreContext,
-  providers: ProviderSource,
-  owner: string,
-  size: number,
-  o: RunOptions,
-  seen: string[],
-  passStartedAt: Date,
-): Promise<Operation[]> {
-  // Each operation is claimed with its own provider's lease (which outlives that provider's
-  // request timeout): a fixed 2 minutes blocked a 3 s provider's operations that long after a kill.
-  let leaseMs = 120_000;
-  const leaseMsByProvider = new Map<string, number>();
-  if (o.provider) leaseMs = (await providers(o.provider)).capabilities.leaseMs;
+/**
+ * Claim: the next batch under our leases, then its histories, read while nothing else may decide
+ * these operations (we hold their leases), and meanwhile the providers told which lookups are
+ * coming (prepareLookups). The dry run claims nothing: its one batch is every candidate.
+ */
+async function claimBatch(pass: Pass): Promise<Batch> {
+  const { ctx, o } = pass;
+  const size = Math.min(o.batchSize ?? 200, pass.limit - pass.summary.claimed);
+  if (size <= 0) return { ops: [], histories: new Map() };
+  let ops: Operation[];
+  if (o.dryRun) ops = await dryRunCandidates(pass, size);
   else {
-    const names = await ctx.db.query<{ provider: string }>(
-      `SELECT DISTINCT provider FROM recon.operations WHERE state IN ${UNRESOLVED_SQL}`,
-    );
-    for (const { provider } of names.rows) {
-      // A provider that cannot be built keeps the default; its operations are reported as errors.
-      const p = await providers(provider).catch(() => null);
-      if (p) leaseMsByProvider.set(provider, p.capabilities.leaseMs);
+    // Each operation is claimed with its own provider's lease (which outlives that provider's
+    // request timeout): a fixed 2 minutes blocked a 3 s provider's operations that long after a kill.
+    let leaseMs = 120_000;
+    const leaseMsByProvider = new Map<string, number>();
+    if (o.provider) leaseMs = (await pass.providers(o.provider)).capabilities.leaseMs;
+    else {
+      const names = await ctx.db.query<{ provider: string }>(
+        `SELECT DISTINCT provider FROM recon.operations WHERE state IN ${UNRESOLVED_SQL}`,
+      );
+      for (const { provider } of names.rows) {
+        // A provider that cannot be built keeps the default; its operations are reported as errors.
+        const p = await pass.providers(provider).catch(() => null);
+        if (p) leaseMsByProvider.set(provider, p.capabilities.leaseMs);
+      }
     }
+    ops = await claimForRun(ctx.db, {
+      owner: pass.owner,
+      leaseMs,
+      leaseMsByProvider,
+      now: ctx.now(),
+      limit: size,
+      provider: o.provider,
+      exclude: pass.seen,
+      checkedBefore: pass.startedAt,
+    });
   }
-  return claimForRun(ctx.db, {
-    owner,
-    leaseMs,
-    leaseMsByProvider,
-    now: ctx.now(),
-    limit: size,
+  pass.summary.claimed += ops.length;
+  pass.seen.push(...ops.map((op) => op.id));
+  const [histories] = await Promise.all([historiesOf(ctx.db, ops), prepareLookups(pass, ops)]);
+  return { ops, histories };
+}
+
+/** What the dry run decides: what the pass would claim (but in flight or claimed by another worker), all at once. */
+async function dryRunCandidates(pass: Pass, size: number): Promise<Operation[]> {
+  const { ctx, o } = pass;
+  if (pass.seen.length) return [];
+  const now = ctx.now();
+  const ops = await listOperations(ctx.db, {
+    states: [...RECONCILABLE_STATES],
     provider: o.provider,
-    exclude: seen,
-    checkedBefore: passStartedAt,
+    limit: Math.max(size, pass.limit),
   });
+  // The real pass's claim skips operations backing off after an unavailable lookup: so does the dry run.
+  const waiting = new Set((await backingOff(ctx, o.provider, now)).map((b) => b.id));
+  return ops.filter((op) => !isInFlight(op, now) && !waiting.has(op.id)).reverse();
 }
 
 /** Operations `recon run` does not claim yet: backing off after an unavailable lookup (SPEC §4 step 6). */
@@ -303,52 +242,120 @@ async function backingOff(ctx: CoreContext, provider: string | undefined, now: D
   return rows.map((r) => ({ id: r.id, until: new Date(r.next_check_at).toISOString() }));
 }
 
-async function candidatesForDryRun(
-  ctx: CoreContext,
-  o: RunOptions,
-  size: number,
-  seen: string[],
-): Promise<Operation[]> {
-  if (seen.length) return [];
-  const now = ctx.now();
-  const ops = await listOperations(ctx.db, {
-    states: [...RECONCILABLE_STATES],
-    provider: o.provider,
-    limit: Math.max(size, o.limit ?? 10_000),
-  });
-  // The real pass's claim skips operations backing off after an unavailable lookup: so does the dry run.
-  const waiting = new Set((await backingOff(ctx, o.provider, now)).map((b) => b.id));
-  return ops.filter((op) => !isInFlight(op, now) && !waiting.has(op.id)).reverse();
-}
-
-async function dryDecision(ctx: CoreContext, provider: Provider, op: Operation): Promise<DecisionJson> {
-  const { decision: d } = await evaluate(ctx, provider, op);
-  return decisionJson(op.id, d);
-}
-
-function count(s: RunSummary, d: DecisionJson): void {
-  s.decisions.push(d);
-  switch (d.decision) {
-    case 'confirm':
-      s.confirmed++;
-      break;
-    case 'fail':
-      s.failed++;
-      break;
-    case 'pending':
-      s.pending++;
-      break;
-    case 'retry':
-      s.retried++;
-      break;
-    case 'review':
-      s.escalated++;
-      break;
-    case 'wait':
-      s.waiting++;
-      break;
-    case 'unavailable':
-      s.unavailable++;
-      break;
+/** Each provider's `prepareLookups` with its operations of the batch; trouble here only means lookups one by one. */
+async function prepareLookups(pass: Pass, batch: Operation[]): Promise<void> {
+  const byProvider = new Map<string, Operation[]>();
+  for (const op of batch) {
+    const ops = byProvider.get(op.provider);
+    if (ops) ops.push(op);
+    else byProvider.set(op.provider, [op]);
   }
+  await Promise.all(
+    [...byProvider].map(async ([name, ops]) => {
+      const provider = await pass.providers(name).catch(() => null);
+      try {
+        await provider?.prepareLookups?.(ops.map(lookupQueryFor), { backlog: pass.backlog.get(name) ?? ops.length });
+      } catch {
+        // A module provider's trouble: its operations are looked up one by one.
+      }
+    }),
+  );
+}
+
+/** The batch's last lookups: when only this many are left, the next batch's lookups may start. */
+const TAIL = 16;
+
+/**
+ * Look up, decide and write each operation of the batch (decideOne). `decided` settles when every
+ * one is decided; `nearlyLookedUp` when all but the batch's last TAIL lookups have answered.
+ */
+function decideBatch(pass: Pass, batch: Batch): { decided: Promise<void>; nearlyLookedUp: Promise<void> } {
+  let left = batch.ops.length;
+  let tail!: () => void;
+  const nearlyLookedUp = new Promise<void>((resolve) => (tail = resolve));
+  if (left <= TAIL) tail();
+  const decided = Promise.all(
+    batch.ops.map((op) => {
+      let looked = false;
+      // Called when the operation's lookup has answered (or it will make none).
+      const lookedUp = () => {
+        if (looked) return;
+        looked = true;
+        if (--left <= TAIL) tail();
+      };
+      return decideOne(pass, op, batch.histories.get(op.id)!, lookedUp).finally(lookedUp);
+    }),
+  ).then(() => undefined);
+  return { decided, nearlyLookedUp };
+}
+
+/** The summary's count of each kind of decision. */
+const COUNTED = {
+  confirm: 'confirmed',
+  fail: 'failed',
+  pending: 'pending',
+  retry: 'retried',
+  review: 'escalated',
+  wait: 'waiting',
+  unavailable: 'unavailable',
+} as const satisfies Record<DecisionKind, keyof RunSummary>;
+
+/**
+ * One operation: its lookup under its provider's concurrency limit, the rule, the decision written
+ * (reconcileOne; for the dry run, the same without writing), and the summary told. An error costs
+ * only this operation (its lease is given back), except one that ends the pass (Pass.stopped).
+ */
+async function decideOne(pass: Pass, claimed: Operation, history: History, lookedUp: () => void): Promise<void> {
+  const { ctx, o, summary } = pass;
+  let provider: Provider;
+  try {
+    provider = await pass.providers(claimed.provider);
+  } catch (err) {
+    summary.errors.push({ id: claimed.id, error: (err as Error).message });
+    if (!o.dryRun) await releaseLease(ctx.db, claimed.id, pass.owner);
+    return;
+  }
+  const limiter =
+    pass.limiters.get(provider.name) ?? limitConcurrency(o.concurrency ?? provider.capabilities.concurrency);
+  pass.limiters.set(provider.name, limiter);
+  try {
+    const d = await reconcileOne(ctx, provider, claimed, {
+      owner: pass.owner,
+      dryRun: o.dryRun,
+      history,
+      write: pass.write,
+      // The operation's first provider call is its lookup.
+      limited: (call) =>
+        limiter(async () => {
+          if (pass.stopped !== undefined) throw pass.stopped;
+          return call();
+        }).finally(lookedUp),
+    });
+    summary.decisions.push(d);
+    summary[COUNTED[d.decision]]++;
+  } catch (err) {
+    if (exitCodeOf(err) === 6 || exitCodeOf(err) === 2) pass.stopped ??= err as Error;
+    if (err instanceof LeaseLostError) summary.lease_expired.push(claimed.id);
+    else summary.errors.push({ id: claimed.id, error: (err as Error).message });
+    if (!o.dryRun) await releaseLease(ctx.db, claimed.id, pass.owner).catch(() => undefined);
+  }
+  o.onProgress?.(summary.decisions.length + summary.errors.length, summary.claimed);
+}
+
+/** The summary's totals over the store (unresolved by state, backing off), read when the pass is done. */
+async function summarise(pass: Pass, started: number): Promise<RunSummary> {
+  const { ctx, o, summary } = pass;
+  const states = await ctx.db.query<{ state: string; n: number }>(
+    `SELECT state, count(*)::int AS n FROM recon.operations
+      WHERE state IN ${UNRESOLVED_SQL} AND ($1::text IS NULL OR provider = $1::text)
+      GROUP BY state`,
+    [o.provider ?? null],
+  );
+  for (const s of UNRESOLVED_STATES) summary.unresolved_by_state[s] = 0;
+  for (const r of states.rows) summary.unresolved_by_state[r.state] = Number(r.n);
+  summary.needs_review_total = summary.unresolved_by_state.needs_review ?? 0;
+  summary.backing_off = await backingOff(ctx, o.provider, pass.startedAt);
+  summary.decisions.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  summary.duration_ms = Date.now() - started;
+  return summary;
 }

@@ -1,10 +1,8 @@
-import type { Decision } from '../../types.js';
-import { chainHeads, type ChainHead } from '../journal/chain.js';
+import type { Queryable } from '../../store/db.js';
 import type { CoreContext } from '../journal/context.js';
 import { decisionJson, lookupDetail, type Applied } from '../journal/decision-json.js';
-import { linkTransactions } from '../journal/links.js';
 import type { PlannedDecision } from './plan.js';
-import { assertMove, lockForMoves, transitionMany, type Move } from '../journal/transition.js';
+import { transitionMany } from '../journal/transition.js';
 
 /**
  * Writing reconciliation decisions (SPEC §4), many per transaction.
@@ -20,8 +18,9 @@ import { assertMove, lockForMoves, transitionMany, type Move } from '../journal/
 
 /**
  * Writes planned decisions under `owner`'s leases. Never throws: each item gets its own result.
- * Should the group's statement fail as a whole, the group goes again step by step in a
- * transaction, then item by item, so one bad item costs only itself.
+ * One write (writeGroup); should it fail as a whole (a chain head moved since it was read, a
+ * transaction linked elsewhere meanwhile, a store error), the same write again under the group's
+ * row locks, and then item by item, so one bad item costs only itself.
  */
 export async function applyDecisions(ctx: CoreContext, items: PlannedDecision[], owner: string): Promise<Applied[]> {
   if (items.length === 0) return [];
@@ -40,11 +39,8 @@ export async function applyDecisions(ctx: CoreContext, items: PlannedDecision[],
   });
   const results = new Array<Applied>(items.length);
   const members = group.map((i) => items[i]);
-  // One statement for the group; should it fail as a whole (a chain head moved since it was read, a
-  // transaction linked elsewhere meanwhile, a store error), the group goes again step by step,
-  // reading everything under its row locks, and then item by item.
-  const written = await writeGroup(ctx, members, owner)
-    .catch(() => writeGroupLocked(ctx, members, owner))
+  const written = await writeGroup(ctx, members, owner, { underLocks: false })
+    .catch(() => writeGroup(ctx, members, owner, { underLocks: true }))
     .catch(async (err: unknown) => {
       if (group.length === 1)
         return [{ ok: false as const, error: err instanceof Error ? err : new Error(String(err)) }];
@@ -64,96 +60,79 @@ export async function applyDecisions(ctx: CoreContext, items: PlannedDecision[],
   return results;
 }
 
-/** A decision as a move: a retry keeps its state and its lease (the attempt follows: claimAttempt). */
-function moveOf(
-  item: PlannedDecision,
-  d: Decision,
+/**
+ * The one write of a group of decisions: each decision as a move of transitionMany (a retry keeps
+ * its state and its lease: the attempt follows, claimAttempt), all in one statement. Throws when
+ * the statement fails as a whole.
+ *
+ * By default each event is chained to the head read with the operation's history, and the
+ * statement fails should a transaction it links have been linked to another operation meanwhile.
+ * `underLocks` (the write again, after such a failure; also for items planned without a head): in
+ * one transaction, the heads read under the row locks, and a transaction already linked to
+ * another operation is not re-pointed: it stays where it is, and the decision's explanation says so.
+ */
+async function writeGroup(
+  ctx: CoreContext,
+  items: PlannedDecision[],
   owner: string,
-  detail: Record<string, unknown>,
-  head: ChainHead | undefined,
-  withLinks: boolean,
-): Move {
-  const moved = d.decision !== 'retry' && d.state !== item.op.state;
-  return {
-    id: item.op.id,
-    from: item.op.state,
-    to: moved ? d.state : undefined,
-    // Only a retry's authorisation is audited here; `submitting` is entered by the attempt itself (claimAttempt).
-    kind: d.decision === 'retry' ? 'retry.authorised' : moved ? 'reconcile.decision' : `reconcile.${d.decision}`,
-    rule: d.rule,
-    detail: { explanation: d.explanation, lookup: detail },
-    review_reason: d.review_reason ?? null,
-    leaseOwner: owner,
-    lease: d.decision === 'retry' ? 'keep' : 'release',
-    nextCheckAt: item.nextCheckAt,
-    observation: { result: item.lookup.result, detail, at: item.at },
-    links: withLinks ? (d.link ?? []).map((txn) => ({ provider: item.provider, txn, via: 'lookup' as const })) : [],
-    head,
-  };
-}
-
-/**
- * The group in one statement, each event chained to the head read with the operation's history
- * (read here, one query, for items planned without one). Throws when the statement fails as a
- * whole; the caller then writes the group under its row locks (writeGroupLocked).
- */
-async function writeGroup(ctx: CoreContext, items: PlannedDecision[], owner: string): Promise<Applied[]> {
-  const missing = items.filter((item) => !item.head).map((item) => item.op.id);
-  const heads = missing.length ? await chainHeads(ctx.db, missing) : new Map<string, ChainHead>();
-  const moved = await transitionMany(
-    ctx.db,
-    items.map((item) =>
-      moveOf(item, item.ruling, owner, lookupDetail(item.lookup), item.head ?? heads.get(item.op.id), true),
-    ),
-    { actor: ctx.actor, auditKey: ctx.auditKey, now: ctx.now() },
-  );
-  return moved.map((m, i) => (m.ok ? { ok: true, json: decisionJson(items[i].op.id, items[i].ruling) } : m));
-}
-
-/**
- * The group step by step in one transaction, under its row locks: a transaction already linked to
- * another operation is not re-pointed (it stays where it is, and the decision's explanation says
- * so), and the chain heads are read under the locks.
- */
-async function writeGroupLocked(ctx: CoreContext, items: PlannedDecision[], owner: string): Promise<Applied[]> {
+  o: { underLocks: boolean },
+): Promise<Applied[]> {
+  const underLocks = o.underLocks || items.some((item) => !item.head);
   const now = ctx.now();
-  return ctx.db.transaction(async (tx) => {
-    const current = await lockForMoves(
-      tx,
-      items.map((item) => item.op.id),
-    );
-    const results = new Array<Applied>(items.length);
-    const ok: { i: number; item: PlannedDecision; d: Decision; detail: Record<string, unknown> }[] = [];
-    items.forEach((item, i) => {
-      const detail = lookupDetail(item.lookup);
-      try {
-        assertMove(current.get(item.op.id), moveOf(item, item.ruling, owner, detail, undefined, false), now);
-        ok.push({ i, item, d: item.ruling, detail });
-      } catch (err) {
-        results[i] = { ok: false, error: err as Error };
+  const write = async (q: Queryable): Promise<Applied[]> => {
+    const elsewhere = new Map<string, string>();
+    const links = items.flatMap((item) => (item.ruling.link ?? []).map((t) => [item.provider, t.provider_id]));
+    if (underLocks && links.length) {
+      const r = await q.query<{ provider: string; provider_id: string; operation_id: string }>(
+        `SELECT p.provider, p.provider_id, p.operation_id FROM recon.provider_transactions p
+           JOIN unnest($1::text[], $2::text[]) AS u(provider, provider_id) USING (provider, provider_id)`,
+        [links.map(([provider]) => provider), links.map(([, id]) => id)],
+      );
+      for (const t of r.rows) elsewhere.set(`${t.provider}\u0000${t.provider_id}`, t.operation_id);
+    }
+    // Per item: its transactions already linked to another operation, and to which.
+    const taken = items.map((item) => {
+      const mine = new Map<string, string>();
+      for (const t of item.ruling.link ?? []) {
+        const other = elsewhere.get(`${item.provider}\u0000${t.provider_id}`);
+        if (other !== undefined && other !== item.op.id) mine.set(t.provider_id, other);
       }
+      return mine;
     });
-    if (ok.length === 0) return results;
-    const links = ok.flatMap((w) =>
-      (w.d.link ?? []).map((t) => ({ w, provider: w.item.provider, operationId: w.item.op.id, txn: t })),
+    const rulings = items.map((item, i) =>
+      [...taken[i]].reduce(
+        (d, [id, other]) => ({ ...d, explanation: `${d.explanation}; ${id} is already linked to ${other}` }),
+        item.ruling,
+      ),
     );
-    const linked = await linkTransactions(tx, links, { via: 'lookup', by: ctx.actor, at: now });
-    links.forEach(({ w, txn: t }, k) => {
-      if (!linked[k].linked)
-        w.d = {
-          ...w.d,
-          explanation: `${w.d.explanation}; ${t.provider_id} is already linked to ${linked[k].existingOperation}`,
-        };
-    });
     const moved = await transitionMany(
-      tx,
-      ok.map((w) => moveOf(w.item, w.d, owner, w.detail, undefined, false)),
+      q,
+      items.map((item, i) => {
+        const d = rulings[i];
+        const detail = lookupDetail(item.lookup);
+        const stays = d.decision === 'retry' || d.state === item.op.state;
+        return {
+          id: item.op.id,
+          from: item.op.state,
+          to: stays ? undefined : d.state,
+          // Only a retry's authorisation is audited here; `submitting` is entered by the attempt itself (claimAttempt).
+          kind: d.decision === 'retry' ? 'retry.authorised' : stays ? `reconcile.${d.decision}` : 'reconcile.decision',
+          rule: d.rule,
+          detail: { explanation: d.explanation, lookup: detail },
+          review_reason: d.review_reason ?? null,
+          leaseOwner: owner,
+          lease: d.decision === 'retry' ? 'keep' : 'release',
+          nextCheckAt: item.nextCheckAt,
+          observation: { result: item.lookup.result, detail, at: item.at },
+          links: (d.link ?? [])
+            .filter((txn) => !taken[i].has(txn.provider_id))
+            .map((txn) => ({ provider: item.provider, txn, via: 'lookup' as const })),
+          head: underLocks ? undefined : item.head,
+        };
+      }),
       { actor: ctx.actor, auditKey: ctx.auditKey, now },
     );
-    ok.forEach((w, k) => {
-      const m = moved[k];
-      results[w.i] = m.ok ? { ok: true, json: decisionJson(w.item.op.id, w.d) } : m;
-    });
-    return results;
-  });
+    return moved.map((m, i) => (m.ok ? { ok: true, json: decisionJson(items[i].op.id, rulings[i]) } : m));
+  };
+  return underLocks ? ctx.db.transaction(write) : write(ctx.db);
 }
