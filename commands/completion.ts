@@ -29,16 +29,21 @@ Install:
 Example:
   $ source <(recon completion bash)`,
     )
-    .action(
-      action(async ([shell], _o, deps) => {
-        // `recon --help` registers only the command being run; the script needs every one.
-        const tree = walk(await seam.everyCommand(), []);
-        if (shell === 'bash') println(deps.io, bashScript(tree));
-        else if (shell === 'zsh') println(deps.io, zshScript(tree));
-        else if (shell === 'fish') println(deps.io, fishScript(tree));
-        else throw new UsageError(`<shell>: "${shell}" is not one of ${SHELLS.join(', ')}`);
-      }),
-    );
+    .action(action(async ([shell], _o, deps) => println(deps.io, await runCompletion({ shell }, seam))));
+}
+
+export interface CompletionOptions {
+  /** bash, zsh or fish. */
+  shell: string;
+}
+
+/** The completion script for the shell, generated from every command (the program seam loads them all). */
+export async function runCompletion(o: CompletionOptions, seam: ProgramSeam): Promise<string> {
+  if (!(SHELLS as readonly string[]).includes(o.shell))
+    throw new UsageError(`<shell>: "${o.shell}" is not one of ${SHELLS.join(', ')}`);
+  // `recon --help` registers only the command being run; the script needs every one.
+  const tree = walk(await seam.everyCommand(), []);
+  return o.shell === 'bash' ? bashScript(tree) : o.shell === 'zsh' ? zshScript(tree) : fishScript(tree);
 }
 
 interface Node {
