@@ -7,6 +7,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { runAttach } from '../../commands/attach.js';
+import { runVerify } from '../../commands/audit-verify.js';
+import { runEscalate } from '../../commands/escalate.js';
+import { runApprove } from '../../commands/ops-approve.js';
+import { runShow } from '../../commands/ops-show.js';
+import { runRetry } from '../../commands/retry.js';
+import { runStats } from '../../commands/stats.js';
 import { runSubmit } from '../../commands/ops-submit.js';
 import { runResolve } from '../../commands/review.js';
 import { createDeps, type Deps } from '../../commands/support/deps.js';
@@ -110,5 +116,30 @@ describe('run functions, called directly (store on pglite, Stripe sandbox)', () 
     expect((await transactionsOf(await w.db(), 'refund:seam_hook')).map((t) => t.provider_id)).toEqual([txn]);
     expect(w.stripe.refunds({ payment_intent: pi })).toHaveLength(1);
     await expect(runIngest({ file, provider: 'stripe', signature: 't=1,v1=00' }, d)).rejects.toThrow();
+  });
+
+  it('runApprove, runRetry, runEscalate, runShow, runStats and runVerify: one operation from proposed to review', async () => {
+    const { w, d, pi } = await start('ops approve');
+    const { approval: _none, ...proposed } = refundOp('refund:seam_life', pi, 2500);
+    await recordOk(w, [proposed]);
+    expect(await runApprove({ id: 'refund:seam_life', ref: 'TICKET-7' }, d)).toMatchObject({
+      state: 'approved',
+      approval: 'TICKET-7',
+    });
+    // The rule refuses a retry of what was never attempted; a dry run decides without writing.
+    await expect(runRetry({ id: 'refund:seam_life', dryRun: true }, d)).rejects.toThrow();
+    expect(w.stripe.refunds({ payment_intent: pi })).toHaveLength(0);
+    const escalated = await runEscalate({ id: 'refund:seam_life', reason: 'customer called', assignee: 'finance' }, d);
+    expect(escalated).toMatchObject({ operation: { state: 'needs_review', assignee: 'finance' }, wasInReview: false });
+    const again = await runEscalate({ id: 'refund:seam_life', reason: 'still waiting' }, d);
+    expect(again.wasInReview).toBe(true);
+    const detail = await runShow({ id: 'refund:seam_life' }, d);
+    expect(detail.operation.state).toBe('needs_review');
+    expect(detail.events.map((e) => e.kind)).toContain('approved');
+    expect((await runStats({}, d)).unresolved_total).toBe(1);
+    const verified = await runVerify({}, d);
+    expect(verified.report).toMatchObject({ ok: true, operations_checked: 1 });
+    expect(verified.anchor).toBeUndefined();
+    expect(w.stripe.refunds({ payment_intent: pi })).toHaveLength(0);
   });
 });
