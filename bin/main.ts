@@ -22,6 +22,8 @@ const HELP_CODES = ['commander.helpDisplayed', 'commander.version', 'commander.h
 
 /** The one place that maps an error to an exit code and a message (SPEC §7). */
 export async function main(argv: string[]): Promise<void> {
+  // The hidden command of the completion scripts (bin/recon answers it before loading this file).
+  if (argv[2] === '__complete') return (await import('../commands/complete.js')).completeMain(argv.slice(3));
   // -V, --version, or -V among combined short flags (-qV).
   const wantsVersion = argv.slice(2).some((a) => a === '--version' || /^-[^-]*V/.test(a));
   const version = wantsVersion ? (await import('./version.js')).versionText() : '';

@@ -3,9 +3,10 @@ import { attach, checkAttach } from '../src/core/review/attach.js';
 import { checkForce } from '../src/core/review/force.js';
 import { getOperation } from '../src/core/journal/operations.js';
 import { validateId } from '../src/core/intake/validate.js';
-import { operationsJson } from '../src/core/journal/views.js';
+import { operationsJson, type OperationJson } from '../src/core/journal/views.js';
 import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
+import type { Deps } from './support/deps.js';
 import { formatAmount } from './support/format.js';
 import { info, printJson } from './support/io.js';
 
@@ -22,20 +23,41 @@ export function register(program: Command): void {
       '\nAsks for confirmation on a terminal unless --yes; without a terminal, --yes is required.\n\nExample:\n  $ recon attach refund:ord_1042 re_3Nx… --yes',
     )
     .action(
-      action<{ force?: boolean; reason?: string }>(async ([rawId, txnId], opts, deps) => {
-        const force = checkForce(opts);
-        const core = await deps.core();
-        const op = await getOperation(core.db, validateId(rawId));
-        const provider = await deps.provider(op.provider);
-        const check = await checkAttach(core, provider, op.id, txnId, force);
-        const question = `Attach ${txnId} (${check.txn.status}, ${formatAmount(check.txn.amount, check.txn.currency) || '?'}) to ${op.id} and mark it ${check.to}?`;
-        if (!(await deps.confirm(question))) {
+      action<{ force?: boolean; reason?: string }>(async ([id, txn], opts, deps) => {
+        const r = await runAttach({ id, txn, ...opts }, deps);
+        if (!r.attached) {
           info(deps.io, 'nothing attached');
           throw new ResultExit(4, 'a "no" at the confirmation');
         }
-        const updated = await attach(core, provider, check, force);
-        if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [updated]))[0]);
-        else info(deps.io, `${op.id}: attached ${txnId} → ${updated.state}`);
+        if (deps.globals.json) printJson(deps.io, r.operation);
+        else info(deps.io, `${r.operation.id}: attached ${txn} → ${r.operation.state}`);
       }),
     );
+}
+
+export interface AttachOptions {
+  /** The operation id, as typed. */
+  id: string;
+  /** The provider transaction id. */
+  txn: string;
+  force?: boolean;
+  reason?: string;
+}
+
+/** What `recon attach` did: nothing at a "no", else the operation as `--json` shows it. */
+export type AttachResult = { attached: false } | { attached: true; operation: OperationJson };
+
+/**
+ * Fetches and checks the transaction, asks (deps.confirm: --yes, or a person at a terminal), links it.
+ */
+export async function runAttach(o: AttachOptions, deps: Deps): Promise<AttachResult> {
+  const force = checkForce({ force: o.force, reason: o.reason });
+  const core = await deps.core();
+  const op = await getOperation(core.db, validateId(o.id));
+  const provider = await deps.provider(op.provider);
+  const check = await checkAttach(core, provider, op.id, o.txn, force);
+  const question = `Attach ${o.txn} (${check.txn.status}, ${formatAmount(check.txn.amount, check.txn.currency) || '?'}) to ${op.id} and mark it ${check.to}?`;
+  if (!(await deps.confirm(question))) return { attached: false };
+  const updated = await attach(core, provider, check, force);
+  return { attached: true, operation: (await operationsJson(core.db, [updated]))[0] };
 }

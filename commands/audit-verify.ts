@@ -3,6 +3,7 @@ import { readAnchor, writeAnchor, type AnchorHeads } from '../src/core/audit/anc
 import { verifyChains, type KeyingReport } from '../src/core/audit/verify.js';
 import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
+import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
 import { renderTable } from './support/style.js';
 
@@ -43,34 +44,15 @@ Examples:
   $ recon audit verify --anchor /secure/recon-heads.json`,
     )
     .action(
-      action<{ operation?: string; anchor?: string }>(async (_a, opts, deps) => {
-        const core = await deps.core();
-        const anchor = opts.anchor ? await readAnchor(opts.anchor) : null;
-        const heads: AnchorHeads | undefined = opts.anchor ? new Map() : undefined;
-        const report = await verifyChains(core.db, {
-          operationId: opts.operation,
-          anchor: anchor?.heads,
-          heads,
-          key: core.auditKey,
-        });
-        let anchorJson: { file: string; status: 'created' | 'updated' | 'kept'; heads: number } | undefined;
-        if (opts.anchor && heads) {
-          // Only an intact trail moves the anchor forward; with --operation, the other heads are kept.
-          const next: AnchorHeads = opts.operation ? new Map([...(anchor?.heads ?? []), ...heads]) : heads;
-          if (report.ok) await writeAnchor(opts.anchor, next, deps.now());
-          const status = !report.ok ? 'kept' : anchor ? 'updated' : 'created';
-          anchorJson = {
-            file: opts.anchor,
-            status,
-            heads: (report.ok ? next : (anchor?.heads ?? new Map())).size,
-          };
-          if (status === 'created')
-            info(
-              deps.io,
-              `no anchor at ${opts.anchor}: wrote one with ${anchorJson.heads} chain heads; nothing to compare with this time. Keep it outside the database`,
-            );
-          if (status === 'kept') info(deps.io, `anchor ${opts.anchor} kept as it was (the trail is broken)`);
-        }
+      action<VerifyOptions>(async (_a, opts, deps) => {
+        const { report, anchor: anchorJson } = await runVerify(opts, deps);
+        if (anchorJson?.status === 'created')
+          info(
+            deps.io,
+            `no anchor at ${anchorJson.file}: wrote one with ${anchorJson.heads} chain heads; nothing to compare with this time. Keep it outside the database`,
+          );
+        if (anchorJson?.status === 'kept')
+          info(deps.io, `anchor ${anchorJson.file} kept as it was (the trail is broken)`);
         if (deps.globals.json) printJson(deps.io, { ...report, ...(anchorJson ? { anchor: anchorJson } : {}) });
         else if (report.ok) {
           const what = report.keying.hmac === 'not_checked' ? 'audit chain consistent' : 'audit trail intact';
@@ -100,4 +82,43 @@ Examples:
         if (!report.ok) throw new ResultExit(4, 'a chain is broken');
       }),
     );
+}
+
+export interface VerifyOptions {
+  /** Only this operation's chain. */
+  operation?: string;
+  /** The anchor file of chain heads (outside the database): compared with, then rewritten if intact. */
+  anchor?: string;
+}
+
+/** The anchor after a run: written for the first time, moved forward, or kept (a broken trail). */
+export interface AnchorResult {
+  file: string;
+  status: 'created' | 'updated' | 'kept';
+  heads: number;
+}
+
+/** Re-computes the chains (with the audit key when there is one); moves the anchor only if intact. */
+export async function runVerify(
+  opts: VerifyOptions,
+  deps: Deps,
+): Promise<{ report: Awaited<ReturnType<typeof verifyChains>>; anchor?: AnchorResult }> {
+  const core = await deps.core();
+  const anchor = opts.anchor ? await readAnchor(opts.anchor) : null;
+  const heads: AnchorHeads | undefined = opts.anchor ? new Map() : undefined;
+  const report = await verifyChains(core.db, {
+    operationId: opts.operation,
+    anchor: anchor?.heads,
+    heads,
+    key: core.auditKey,
+  });
+  if (!opts.anchor || !heads) return { report };
+  // Only an intact trail moves the anchor forward; with --operation, the other heads are kept.
+  const next: AnchorHeads = opts.operation ? new Map([...(anchor?.heads ?? []), ...heads]) : heads;
+  if (report.ok) await writeAnchor(opts.anchor, next, deps.now());
+  const status = !report.ok ? 'kept' : anchor ? 'updated' : 'created';
+  return {
+    report,
+    anchor: { file: opts.anchor, status, heads: (report.ok ? next : (anchor?.heads ?? new Map())).size },
+  };
 }

@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
+import type { StoreStatus } from '../src/core/report/store-status.js';
 import { action } from './support/action.js';
+import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
 
 export function register(program: Command): void {
@@ -12,11 +14,8 @@ export function register(program: Command): void {
     .addHelpText('after', '\nExample:\n  $ recon db migrate --db postgres://recon@localhost/ops')
     .action(
       action(async (_a, _o, deps) => {
-        const store = await deps.store({ autoMigrate: false, requireCurrent: false });
-        const { migrate } = await import('../src/store/migrate.js');
-        const r = await migrate(store);
-        if (deps.globals.json)
-          return printJson(deps.io, { store: store.displayUrl, applied: r.applied, version: r.version });
+        const r = await runMigrate({}, deps);
+        if (deps.globals.json) return printJson(deps.io, r);
         info(
           deps.io,
           r.applied.length
@@ -30,9 +29,7 @@ export function register(program: Command): void {
     .addHelpText('after', '\nExample:\n  $ recon db status --json')
     .action(
       action(async (_a, _o, deps) => {
-        const store = await deps.store({ requireCurrent: false });
-        const { storeStatus } = await import('../src/core/report/store-status.js');
-        const doc = await storeStatus(store);
+        const doc = await runStatus({}, deps);
         const total = doc.operations;
         const byState = doc.by_state;
         if (deps.globals.json) return printJson(deps.io, doc);
@@ -56,4 +53,25 @@ export function register(program: Command): void {
         println(deps.io, `audit events    ${doc.audit_events}`);
       }),
     );
+}
+
+/** `db migrate` and `db status` take no options of their own (the store is --db's, as for every command). */
+export type DbOptions = Record<string, never>;
+
+/** Applies pending migrations to the store (opened without auto-migration). */
+export async function runMigrate(
+  _o: DbOptions,
+  deps: Deps,
+): Promise<{ store: string; applied: number[]; version: number }> {
+  const store = await deps.store({ autoMigrate: false, requireCurrent: false });
+  const { migrate } = await import('../src/store/migrate.js');
+  const r = await migrate(store);
+  return { store: store.displayUrl, applied: r.applied, version: r.version };
+}
+
+/** The store's schema version, pending migrations and counts. */
+export async function runStatus(_o: DbOptions, deps: Deps): Promise<StoreStatus> {
+  const store = await deps.store({ requireCurrent: false });
+  const { storeStatus } = await import('../src/core/report/store-status.js');
+  return storeStatus(store);
 }

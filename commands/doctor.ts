@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { ResultExit } from '../src/errors.js';
+import type { Check } from '../src/core/report/doctor.js';
 import { action } from './support/action.js';
+import type { Deps } from './support/deps.js';
 import { printJson, println } from './support/io.js';
 import { styleFor } from './support/style.js';
 
@@ -16,14 +18,7 @@ export function register(program: Command): void {
     )
     .action(
       action(async (_a, _o, deps) => {
-        const { runDoctor } = await import('../src/core/report/doctor.js');
-        const checks = await runDoctor({
-          env: deps.env,
-          cwd: deps.cwd,
-          configFlag: deps.globals.config,
-          dbFlag: deps.globals.db,
-          now: deps.now,
-        });
+        const checks = await runDoctor({ config: deps.globals.config, db: deps.globals.db }, deps);
         const failed = checks.filter((c) => !c.ok && !c.warn);
         const { redact } = await import('../src/config/redact.js');
         if (deps.globals.json) printJson(deps.io, { ok: failed.length === 0, checks });
@@ -38,4 +33,17 @@ export function register(program: Command): void {
         if (failed.length) throw new ResultExit(failed[0].exit_code ?? 1, `check ${failed[0].name} failed`);
       }),
     );
+}
+
+export interface DoctorOptions {
+  /** --config: the config file to check (else found as every command finds it). */
+  config?: string;
+  /** --db: the store to check. */
+  db?: string;
+}
+
+/** Every check, in order, each with what to fix; the config is read here, not by the action. */
+export async function runDoctor(o: DoctorOptions, deps: Deps): Promise<Check[]> {
+  const { runDoctor: checks } = await import('../src/core/report/doctor.js');
+  return checks({ env: deps.env, cwd: deps.cwd, configFlag: o.config, dbFlag: o.db, now: deps.now });
 }

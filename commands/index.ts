@@ -8,8 +8,10 @@ import type { ProgramSeam } from './support/program-seam.js';
  * every module made `recon --help` take 2× as long as starting node (npm run bench, startup).
  *
  * To add a command: a row here (in the order `recon --help` lists them), and `commands/<name>.ts`
- * exporting `register(parent)`. test/unit/commands.test.ts checks that each row's usage and
- * description are what its module registers.
+ * exporting `register(parent)`, an options type and a `run…(options, deps)` that does the work and
+ * returns data (cli/cli's options struct and run function): the commander action only parses,
+ * calls it and renders, and tests call it directly (test/integration/command-seams.test.ts).
+ * test/unit/commands.test.ts checks that each row's usage and description are what its module registers.
  */
 export interface CommandEntry {
   name: string;

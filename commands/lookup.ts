@@ -15,6 +15,8 @@ import { renderTable, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
 
 export interface LookupOptions {
+  /** The operation id, as typed; or look up by key/client reference with the provider. */
+  id?: string;
   key?: string;
   clientRef?: string;
   provider?: string;
@@ -40,10 +42,29 @@ Examples:
   $ recon lookup refund:ord_1042
   $ recon lookup --client-ref ord_1042 --provider stripe --since 7d --json`,
     )
-    .action(action<LookupOptions>(async ([id], opts, deps) => runLookup(id, opts, deps)));
+    .action(
+      action<Omit<LookupOptions, 'id'>>(async ([id], opts, deps) => {
+        const r = await runLookup({ id, ...opts }, deps);
+        await renderLookupResult(r, deps);
+        // SPEC §7: a provider that could not answer is exit 5, with or without --json (the document says `unavailable`).
+        if ((r.by === 'reference' ? r.lookup : r.result.lookup).result === 'unavailable')
+          throw new ResultExit(5, 'the provider was unavailable');
+      }),
+    );
 }
 
-export async function runLookup(id: string | undefined, o: LookupOptions, deps: Deps): Promise<void> {
+/** What a lookup found: by key or client reference (with recon's operations that carry it), or for one operation. */
+export type LookupOutcome =
+  | {
+      by: 'reference';
+      query: { key: string | null; client_reference: string | null; provider: string; since: string | null };
+      lookup: LookupResult;
+      operations: { id: string; state: string }[];
+    }
+  | { by: 'operation'; id: string; result: Awaited<ReturnType<typeof lookupOperation>>; next: string[] };
+
+export async function runLookup(o: LookupOptions, deps: Deps): Promise<LookupOutcome> {
+  const { id } = o;
   if (id && (o.key || o.clientRef))
     throw new UsageError('give an operation ID, or --key/--client-ref with --provider, not both');
   if (!id) {
@@ -60,28 +81,17 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
       key: o.key,
       since,
     });
-    if (deps.globals.json) {
-      printJson(deps.io, {
-        query: {
-          key: o.key ?? null,
-          client_reference: o.clientRef ?? null,
-          provider: o.provider,
-          since: since?.toISOString() ?? null,
-        },
-        ...lookupDetail(lookup),
-        operations: operations.map((op) => ({ id: op.id, state: op.state })),
-      });
-      unavailableExit(lookup);
-      return;
-    }
-    await renderLookup(deps, lookup, []);
-    if (operations.length)
-      info(
-        deps.io,
-        `recon operations with this reference: ${operations.map((op) => `${op.id} (${op.state})`).join(', ')}`,
-      );
-    unavailableExit(lookup);
-    return;
+    return {
+      by: 'reference',
+      query: {
+        key: o.key ?? null,
+        client_reference: o.clientRef ?? null,
+        provider: o.provider,
+        since: since?.toISOString() ?? null,
+      },
+      lookup,
+      operations: operations.map((op) => ({ id: op.id, state: op.state })),
+    };
   }
   const core = await deps.core();
   const op = await getOperation(core.db, validateId(id));
@@ -94,9 +104,25 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
     linked: r.linked.map((t) => t.provider_id),
     candidates: r.lookup.candidates.map((t) => t.provider_id),
   });
-  if (deps.globals.json) {
-    printJson(deps.io, {
-      id: op.id,
+  return { by: 'operation', id: op.id, result: r, next };
+}
+
+async function renderLookupResult(out: LookupOutcome, deps: Deps): Promise<void> {
+  if (out.by === 'reference') {
+    const { query, lookup, operations } = out;
+    if (deps.globals.json) return printJson(deps.io, { query, ...lookupDetail(lookup), operations });
+    await renderLookup(deps, lookup, []);
+    if (operations.length)
+      info(
+        deps.io,
+        `recon operations with this reference: ${operations.map((op) => `${op.id} (${op.state})`).join(', ')}`,
+      );
+    return;
+  }
+  const { id, result: r, next } = out;
+  if (deps.globals.json)
+    return printJson(deps.io, {
+      id,
       state: r.operation.state,
       state_before: r.before,
       ...lookupDetail(r.lookup),
@@ -106,15 +132,12 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
       provider_txn_ids: r.linked.map((t) => t.provider_id),
       next,
     });
-    unavailableExit(r.lookup);
-    return;
-  }
   const s = await styleFor(deps.io);
   const moved =
     r.before !== r.operation.state ? `${r.before} → ${s.state(r.operation.state)}` : s.state(r.operation.state);
   println(
     deps.io,
-    `${s.bold(op.id)}  ${moved}${r.operation.review_reason ? `  (review: ${printable(r.operation.review_reason)})` : ''}`,
+    `${s.bold(id)}  ${moved}${r.operation.review_reason ? `  (review: ${printable(r.operation.review_reason)})` : ''}`,
   );
   await renderLookup(
     deps,
@@ -127,12 +150,6 @@ export async function runLookup(id: string | undefined, o: LookupOptions, deps: 
   }
   if (r.note) println(deps.io, printable(r.note));
   if (next.length) println(deps.io, `next: ${next.map(printable).join('\n      ')}`);
-  unavailableExit(r.lookup);
-}
-
-/** SPEC §7: a provider that could not answer is exit 5, with or without --json (the document says `unavailable`). */
-function unavailableExit(l: LookupResult): void {
-  if (l.result === 'unavailable') throw new ResultExit(5, 'the provider was unavailable');
 }
 
 async function renderLookup(deps: Deps, l: LookupResult, linked: string[]): Promise<void> {

@@ -49,7 +49,7 @@ Examples:
   $ recon ops list --unresolved --limit 100 --after refund:ord_1042     # the next page
   $ recon ops list --state confirmed --csv > confirmed.csv`,
     )
-    .action(action<ListOptions>(async (_args, opts, deps) => runList(opts, deps)));
+    .action(action<ListOptions>(async (_args, opts, deps) => renderList(await runList(opts, deps), opts, deps)));
 }
 
 export function parseStates(text: string | undefined, unresolved: boolean | undefined): State[] | undefined {
@@ -69,7 +69,17 @@ export function parseStates(text: string | undefined, unresolved: boolean | unde
   return states;
 }
 
-export async function runList(o: ListOptions, deps: Deps): Promise<void> {
+/** A page of operations, newest first: `total` matches in all; `more`: the next page is `--after last`. */
+export interface ListResult {
+  operations: OperationJson[];
+  total: number;
+  last: string | null;
+  more: boolean;
+  /** The clock the ages are measured from. */
+  now: Date;
+}
+
+export async function runList(o: ListOptions, deps: Deps): Promise<ListResult> {
   // `--client-ref ''` (an unset variable in a script) would match nothing, or everything: refused.
   for (const [flag, value] of [
     ['--state', o.state],
@@ -97,6 +107,14 @@ export async function runList(o: ListOptions, deps: Deps): Promise<void> {
   const last = json[json.length - 1]?.id ?? null;
   // More beyond this page: the cursor a script passes as --after for the next one.
   const more = json.length === o.limit && last !== null;
+  return { operations: json, total, last, more, now };
+}
+
+async function renderList(
+  { operations: json, total, last, more, now }: ListResult,
+  o: ListOptions,
+  deps: Deps,
+): Promise<void> {
   if (deps.globals.json) return printJson(deps.io, { operations: json, total, next_after: more ? last : null });
   if (o.csv) {
     println(deps.io, csvRow([...CSV_COLUMNS]));

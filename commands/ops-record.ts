@@ -30,10 +30,11 @@ Example:
            "payload":{"payment_intent":"pi_123","amount":1999,"currency":"usd"},
            "client_reference":"ord_1042","approval":"TICKET-88"}' | recon ops record -`,
     )
-    .action(action<RecordOptions>(async ([file], _opts, deps) => runRecord({ file }, deps)));
+    .action(action<RecordOptions>(async ([file], _opts, deps) => render(deps, await runRecord({ file }, deps))));
 }
 
-export async function runRecord(o: RecordOptions, deps: Deps): Promise<void> {
+/** Reads, validates and records the operations (idempotently): each with its state and whether it is new. */
+export async function runRecord(o: RecordOptions, deps: Deps): Promise<RecordedOperation[]> {
   const source = !o.file || o.file === '-' ? 'stdin' : o.file;
   const text = await readSource(o.file, deps);
   const config = await deps.config();
@@ -43,8 +44,7 @@ export async function runRecord(o: RecordOptions, deps: Deps): Promise<void> {
   const where = (i: number) => (raw.length > 1 ? `${source}[${i}]: ` : '');
   const inputs = raw.map((r, i) => validateOperation(r, providers, where(i)));
   await validatePayloads(config, inputs, where);
-  const recorded = await recordOperations(await deps.core(), inputs);
-  await render(deps, recorded);
+  return recordOperations(await deps.core(), inputs);
 }
 
 async function readSource(file: string | undefined, deps: Deps): Promise<string> {

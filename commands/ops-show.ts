@@ -21,12 +21,22 @@ export function register(ops: Command): void {
     )
     .action(
       action(async ([id], _opts, deps) => {
-        const core = await deps.core();
-        const detail = await showOperation(core.db, validateId(id));
+        const detail = await runShow({ id }, deps);
         if (deps.globals.json) return printJson(deps.io, detail);
         await renderDetail(deps, detail);
       }),
     );
+}
+
+export interface ShowOptions {
+  /** The operation id, as typed. */
+  id: string;
+}
+
+/** One operation with its attempts, transactions, observations and audit timeline. */
+export async function runShow(o: ShowOptions, deps: Deps): Promise<OperationDetail> {
+  const core = await deps.core();
+  return showOperation(core.db, validateId(o.id));
 }
 
 export async function renderDetail(deps: Deps, d: OperationDetail): Promise<void> {

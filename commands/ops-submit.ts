@@ -3,8 +3,9 @@ import { ResultExit } from '../src/errors.js';
 import { getOperation } from '../src/core/journal/operations.js';
 import { submitOperation } from '../src/core/attempt/submit.js';
 import { validateId } from '../src/core/intake/validate.js';
-import { operationsJson } from '../src/core/journal/views.js';
+import { operationsJson, type OperationJson } from '../src/core/journal/views.js';
 import { action } from './support/action.js';
+import type { Deps } from './support/deps.js';
 import { info, printJson, println } from './support/io.js';
 import { styleFor } from './support/style.js';
 
@@ -26,50 +27,80 @@ Example:
   $ recon ops submit refund:ord_1042 --json`,
     )
     .action(
-      action(async ([rawId], _o, deps) => {
-        const id = validateId(rawId);
-        const core = await deps.core();
-        const op = await getOperation(core.db, id);
-        const provider = await deps.provider(op.provider);
-        const r = await submitOperation(core, provider, id);
-        const [json] = await operationsJson(core.db, [r.operation]);
-        if (deps.globals.json) {
-          printJson(deps.io, {
-            ...json,
-            attempt: r.attempt,
-            late_response: r.late_response ?? false,
-            result: {
-              outcome: r.result.outcome,
-              error_class: r.result.error_class ?? null,
-              http_status: r.result.http_status ?? null,
-              provider_request_id: r.result.provider_request_id ?? null,
-              replayed: r.result.replayed ?? false,
-            },
-          });
-          if (json.state === 'outcome_unknown') throw new ResultExit(7, 'the outcome is unknown');
-          return;
-        }
-        const s = await styleFor(deps.io);
-        const why = r.result.error_class
-          ? ` (${r.result.error_class}${r.result.http_status ? ` ${r.result.http_status}` : ''})`
-          : '';
-        // The result is the command's data: stdout, like every other command's.
-        println(
-          deps.io,
-          `${id}: attempt ${r.attempt} → ${s.state(json.state)}${why}${json.provider_txn_ids.length ? `  ${json.provider_txn_ids.join(' ')}` : ''}`,
-        );
-        if (r.late_response)
-          info(
-            deps.io,
-            `the answer came back after this attempt's lease ran out; it was recorded as a late response (see: recon ops show ${id})`,
-          );
-        if (json.state === 'outcome_unknown')
-          info(
-            deps.io,
-            `the provider may or may not have done it; do not submit again: find out with recon lookup ${id} (or let recon run decide)`,
-          );
+      action(async ([id], _o, deps) => {
+        const r = await runSubmit({ id }, deps);
+        if (deps.globals.json) printJson(deps.io, r.json);
+        else await render(r, deps);
         // `recon ops submit ID && notify_customer` must not tell the customer it is done (SPEC §7).
-        if (json.state === 'outcome_unknown') throw new ResultExit(7, 'the outcome is unknown');
+        if (r.json.state === 'outcome_unknown') throw new ResultExit(7, 'the outcome is unknown');
       }),
+    );
+}
+
+export interface SubmitOptions {
+  /** The operation id, as typed. */
+  id: string;
+}
+
+/** The first attempt's result: the operation as `--json` shows it, with the attempt and its result. */
+export interface SubmitResult {
+  id: string;
+  json: OperationJson & {
+    attempt: number;
+    late_response: boolean;
+    result: {
+      outcome: string;
+      error_class: string | null;
+      http_status: number | null;
+      provider_request_id: string | null;
+      replayed: boolean;
+    };
+  };
+}
+
+/** Claims the approved operation and makes its first attempt at the provider. */
+export async function runSubmit(o: SubmitOptions, deps: Deps): Promise<SubmitResult> {
+  const id = validateId(o.id);
+  const core = await deps.core();
+  const op = await getOperation(core.db, id);
+  const provider = await deps.provider(op.provider);
+  const r = await submitOperation(core, provider, id);
+  const [json] = await operationsJson(core.db, [r.operation]);
+  return {
+    id,
+    json: {
+      ...json,
+      attempt: r.attempt,
+      late_response: r.late_response ?? false,
+      result: {
+        outcome: r.result.outcome,
+        error_class: r.result.error_class ?? null,
+        http_status: r.result.http_status ?? null,
+        provider_request_id: r.result.provider_request_id ?? null,
+        replayed: r.result.replayed ?? false,
+      },
+    },
+  };
+}
+
+async function render({ id, json }: SubmitResult, deps: Deps): Promise<void> {
+  const s = await styleFor(deps.io);
+  const why = json.result.error_class
+    ? ` (${json.result.error_class}${json.result.http_status ? ` ${json.result.http_status}` : ''})`
+    : '';
+  // The result is the command's data: stdout, like every other command's.
+  println(
+    deps.io,
+    `${id}: attempt ${json.attempt} → ${s.state(json.state)}${why}${json.provider_txn_ids.length ? `  ${json.provider_txn_ids.join(' ')}` : ''}`,
+  );
+  if (json.late_response)
+    info(
+      deps.io,
+      `the answer came back after this attempt's lease ran out; it was recorded as a late response (see: recon ops show ${id})`,
+    );
+  if (json.state === 'outcome_unknown')
+    info(
+      deps.io,
+      `the provider may or may not have done it; do not submit again: find out with recon lookup ${id} (or let recon run decide)`,
     );
 }

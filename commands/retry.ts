@@ -4,6 +4,7 @@ import { retryNow } from '../src/core/reconcile/retry.js';
 import { validateId } from '../src/core/intake/validate.js';
 import { ResultExit } from '../src/errors.js';
 import { action } from './support/action.js';
+import type { Deps } from './support/deps.js';
 import { waitingLine } from './support/format.js';
 import { info, printJson } from './support/io.js';
 
@@ -25,15 +26,11 @@ Example:
   $ recon retry refund:ord_1042 --dry-run`,
     )
     .action(
-      action<{ dryRun?: boolean }>(async ([rawId], opts, deps) => {
-        const id = validateId(rawId);
-        const core = await deps.core();
-        const op = await getOperation(core.db, id);
-        const provider = await deps.provider(op.provider);
-        const result = await retryNow(core, provider, op, { dryRun: opts.dryRun });
+      action<{ dryRun?: boolean }>(async ([id], opts, deps) => {
+        const { id: opId, result } = await runRetry({ id, dryRun: opts.dryRun }, deps);
         if (deps.globals.json) printJson(deps.io, result);
         else {
-          info(deps.io, `${op.id}: ${result.decision} (${result.rule}) → ${result.state}: ${result.explanation}`);
+          info(deps.io, `${opId}: ${result.decision} (${result.rule}) → ${result.state}: ${result.explanation}`);
           if (result.retry_at) info(deps.io, waitingLine(result.retry_at, deps.now()));
         }
         if (result.decision !== 'retry') throw new ResultExit(4, `the rule decided ${result.decision}`);
@@ -41,4 +38,22 @@ Example:
         if (!opts.dryRun && result.state === 'outcome_unknown') throw new ResultExit(7, 'the outcome is unknown');
       }),
     );
+}
+
+export interface RetryOptions {
+  /** The operation id, as typed. */
+  id: string;
+  dryRun?: boolean;
+}
+
+/** Evaluates the rule now after a fresh lookup; retries with the original key only if it allows. */
+export async function runRetry(
+  o: RetryOptions,
+  deps: Deps,
+): Promise<{ id: string; result: Awaited<ReturnType<typeof retryNow>> }> {
+  const id = validateId(o.id);
+  const core = await deps.core();
+  const op = await getOperation(core.db, id);
+  const provider = await deps.provider(op.provider);
+  return { id: op.id, result: await retryNow(core, provider, op, { dryRun: o.dryRun }) };
 }

@@ -1,12 +1,12 @@
 import type { Command } from 'commander';
 import { formatDuration } from '../src/lib/durations.js';
-import { evidenceOf } from '../src/core/review/evidence.js';
+import { evidenceOf, type Evidence } from '../src/core/review/evidence.js';
 import { checkForce } from '../src/core/review/force.js';
 import { checkResolve, resolveReview } from '../src/core/review/review.js';
 import { isReviewOutcome, REVIEW_OUTCOMES } from '../src/core/journal/states.js';
 import { countOperations, getOperation, listOperations } from '../src/core/journal/operations.js';
 import { validateId } from '../src/core/intake/validate.js';
-import { operationsJson } from '../src/core/journal/views.js';
+import { operationsJson, type OperationJson } from '../src/core/journal/views.js';
 import { UsageError } from '../src/errors.js';
 import { action, parsePositiveInt } from './support/action.js';
 import { Option } from './support/commander.js';
@@ -40,7 +40,13 @@ export function register(program: Command): void {
       'after',
       '\nExamples:\n  $ recon review list --json\n  $ recon review list --limit 20 --after refund:ord_1042     # the next page',
     )
-    .action(action<ReviewListOptions>(async (_a, opts, deps) => reviewList(opts, deps)));
+    .action(
+      action<ReviewListOptions>(async (_a, opts, deps) => {
+        const page = await runReviewList(opts, deps);
+        if (deps.globals.json) printJson(deps.io, reviewListJson(page));
+        else await renderReviewList(page, opts, deps);
+      }),
+    );
   review
     .command('resolve')
     .description('record a human decision on a needs_review operation')
@@ -58,28 +64,39 @@ export function register(program: Command): void {
       '\nExample:\n  $ recon review resolve refund:ord_1042 --outcome confirmed --txn re_123 --note "second refund reversed in dashboard, see FIN-22"',
     )
     .action(
-      action<{ outcome: string; txn?: string; note: string; force?: boolean; reason?: string }>(
-        async ([rawId], opts, deps) => {
-          if (!isReviewOutcome(opts.outcome))
-            throw new UsageError(`--outcome: "${opts.outcome}" is not one of ${REVIEW_OUTCOMES.join(', ')}`);
-          const outcome = opts.outcome;
-          const force = checkForce(opts);
-          const core = await deps.core();
-          const id = validateId(rawId);
-          const provider = await deps.provider((await getOperation(core.db, id)).provider);
-          const check = await checkResolve(core, provider, id, {
-            outcome,
-            txnId: opts.txn,
-          });
-          const op = await resolveReview(core, provider, check, { ...force, note: opts.note });
-          if (deps.globals.json) printJson(deps.io, (await operationsJson(core.db, [op]))[0]);
-          else info(deps.io, `${op.id}: ${op.state} (by ${core.actor})`);
-        },
-      ),
+      action<Omit<ResolveOptions, 'id'>>(async ([id], opts, deps) => {
+        const r = await runResolve({ id, ...opts }, deps);
+        if (deps.globals.json) printJson(deps.io, r.operation);
+        else info(deps.io, `${r.operation.id}: ${r.operation.state} (by ${r.actor})`);
+      }),
     );
 }
 
-interface ReviewListOptions {
+export interface ResolveOptions {
+  /** The operation id, as typed. */
+  id: string;
+  outcome: string;
+  txn?: string;
+  note: string;
+  force?: boolean;
+  reason?: string;
+}
+
+/** A human decision recorded: the operation as `--json` shows it, and who decided. */
+export async function runResolve(o: ResolveOptions, deps: Deps): Promise<{ operation: OperationJson; actor: string }> {
+  if (!isReviewOutcome(o.outcome))
+    throw new UsageError(`--outcome: "${o.outcome}" is not one of ${REVIEW_OUTCOMES.join(', ')}`);
+  const outcome = o.outcome;
+  const force = checkForce({ force: o.force, reason: o.reason });
+  const core = await deps.core();
+  const id = validateId(o.id);
+  const provider = await deps.provider((await getOperation(core.db, id)).provider);
+  const check = await checkResolve(core, provider, id, { outcome, txnId: o.txn });
+  const op = await resolveReview(core, provider, check, { ...force, note: o.note });
+  return { operation: (await operationsJson(core.db, [op]))[0], actor: core.actor };
+}
+
+export interface ReviewListOptions {
   provider?: string;
   limit: number;
   after?: string;
@@ -89,7 +106,7 @@ interface ReviewListOptions {
  * The human queue with its evidence, oldest first, and the exact next command for each: `--limit`
  * keeps the oldest (the ones waiting longest are never the ones left out), `--after ID` pages on.
  */
-async function reviewList(opts: ReviewListOptions, deps: Deps): Promise<void> {
+export async function runReviewList(opts: ReviewListOptions, deps: Deps): Promise<ReviewPage> {
   if (opts.after !== undefined && opts.after.trim() === '')
     throw new UsageError('--after: empty; give the last id of the previous page');
   const core = await deps.core();
@@ -115,36 +132,55 @@ async function reviewList(opts: ReviewListOptions, deps: Deps): Promise<void> {
   const last = json[json.length - 1]?.id ?? null;
   // More beyond this page: the cursor to pass as --after for the next one.
   const more = json.length === opts.limit && last !== null;
-  if (deps.globals.json)
-    return printJson(deps.io, {
-      operations: items.map(({ op, evidence, next }) => ({
-        ...op,
-        evidence: {
-          linked: evidence.linked.map((t) => ({
-            provider_id: t.provider_id,
-            status: t.status,
-            amount: t.amount,
-            currency: t.currency,
-            created: t.created?.toISOString() ?? null,
-            linked_via: t.linked_via,
-          })),
-          candidates: evidence.candidates,
-          observations: evidence.observations.map((ob) => ({
-            observed_at: ob.observed_at.toISOString(),
-            result: ob.result,
-          })),
-          attempts: evidence.attempts.map((a) => ({
-            number: a.number,
-            started_at: a.started_at.toISOString(),
-            outcome: a.outcome,
-            error_class: a.error_class,
-          })),
-        },
-        next,
-      })),
-      total,
-      next_after: more ? last : null,
-    });
+  return { items, total, last, more };
+}
+
+/** One page of the queue: each operation with its evidence and next commands; `more`: pages follow `last`. */
+export interface ReviewPage {
+  items: { op: OperationJson; evidence: Evidence; next: string[] }[];
+  total: number;
+  last: string | null;
+  more: boolean;
+}
+
+/** The `--json` document of `review list`. */
+function reviewListJson({ items, total, last, more }: ReviewPage) {
+  return {
+    operations: items.map(({ op, evidence, next }) => ({
+      ...op,
+      evidence: {
+        linked: evidence.linked.map((t) => ({
+          provider_id: t.provider_id,
+          status: t.status,
+          amount: t.amount,
+          currency: t.currency,
+          created: t.created?.toISOString() ?? null,
+          linked_via: t.linked_via,
+        })),
+        candidates: evidence.candidates,
+        observations: evidence.observations.map((ob) => ({
+          observed_at: ob.observed_at.toISOString(),
+          result: ob.result,
+        })),
+        attempts: evidence.attempts.map((a) => ({
+          number: a.number,
+          started_at: a.started_at.toISOString(),
+          outcome: a.outcome,
+          error_class: a.error_class,
+        })),
+      },
+      next,
+    })),
+    total,
+    next_after: more ? last : null,
+  };
+}
+
+async function renderReviewList(
+  { items, total, last, more }: ReviewPage,
+  opts: ReviewListOptions,
+  deps: Deps,
+): Promise<void> {
   if (!items.length)
     return info(deps.io, opts.after ? `nothing needs review after ${opts.after}` : 'nothing needs review');
   // The count first, where a person starts reading: the queue is longer than the page.

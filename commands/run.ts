@@ -46,13 +46,27 @@ Examples:
   $ recon run
   $ */5 * * * *  recon run --json --metrics-file /var/lib/node_exporter/recon.prom`,
     )
-    .action(action<RunCommandOptions>(async (_a, opts, deps) => runCommand(opts, deps)));
+    .action(
+      action<RunCommandOptions>(async (_a, opts, deps) => {
+        const summary = await runCommand(opts, deps);
+        if (deps.globals.json) printJson(deps.io, summary);
+        else await render(deps, summary, Boolean(opts.verbose));
+        // 5 wins over 8 (SPEC §7): a review is open nearly always, and cron must still hear of an outage.
+        // The metrics file carries both.
+        if (summary.unavailable > 0) throw new ResultExit(5, 'a provider was unavailable');
+        if (summary.needs_review_total > 0) throw new ResultExit(8, 'operations need a human');
+        if (summary.errors.length) throw new ResultExit(1, 'operations failed unexpectedly');
+      }),
+    );
 }
 
-export async function runCommand(o: RunCommandOptions, deps: Deps): Promise<void> {
-  let summary: RunSummary;
+/**
+ * One pass, and the metrics file written (also when the pass fails); returns the summary. On a
+ * terminal the only thing said meanwhile is the progress counter on stderr.
+ */
+export async function runCommand(o: RunCommandOptions, deps: Deps): Promise<RunSummary> {
   try {
-    summary = await runAndReport(o, deps);
+    return await runAndWriteMetrics(o, deps);
   } catch (err) {
     // The metrics file says this pass failed (a lost store: exit 6) rather than keep the last
     // good pass's figures; the error itself goes on to bin/main.ts (message, --json document).
@@ -64,14 +78,9 @@ export async function runCommand(o: RunCommandOptions, deps: Deps): Promise<void
     }
     throw err;
   }
-  // 5 wins over 8 (SPEC §7): a review is open nearly always, and cron must still hear of an outage.
-  // The metrics file carries both.
-  if (summary.unavailable > 0) throw new ResultExit(5, 'a provider was unavailable');
-  if (summary.needs_review_total > 0) throw new ResultExit(8, 'operations need a human');
-  if (summary.errors.length) throw new ResultExit(1, 'operations failed unexpectedly');
 }
 
-async function runAndReport(o: RunCommandOptions, deps: Deps): Promise<RunSummary> {
+async function runAndWriteMetrics(o: RunCommandOptions, deps: Deps): Promise<RunSummary> {
   const core = await deps.core();
   const progress = deps.io.isStderrTTY && !deps.io.quiet && !deps.globals.json;
   let lastDraw = 0;
@@ -92,8 +101,6 @@ async function runAndReport(o: RunCommandOptions, deps: Deps): Promise<RunSummar
   });
   if (progress && lastDraw) deps.io.err.write('\r\x1b[K');
   if (o.metricsFile && !o.dryRun) await writeAtomically(o.metricsFile, runMetrics(summary, deps.now()));
-  if (deps.globals.json) printJson(deps.io, summary);
-  else await render(deps, summary, Boolean(o.verbose));
   return summary;
 }
 

@@ -18,22 +18,32 @@ export function register(program: Command): void {
       '\nExamples:\n  $ recon stats --since 7d\n  $ recon stats --format prometheus > /var/lib/node_exporter/recon_stats.prom',
     )
     .action(
-      action<{ since?: string; format?: string }>(async (_a, opts, deps) => {
-        if (opts.format && !['table', 'prometheus'].includes(opts.format))
-          throw new UsageError(`--format: "${opts.format}" is not one of table, prometheus`);
-        // Two documents cannot both be stdout's one document: refused before any work.
-        if (opts.format === 'prometheus' && deps.globals.json)
-          throw new UsageError('--format prometheus and --json: choose one output format');
-        const core = await deps.core();
-        const s = await computeStats(core.db, {
-          now: deps.now(),
-          since: opts.since ? parseSinceOrDate(opts.since, '--since', deps.now()) : undefined,
-        });
+      action<StatsOptions>(async (_a, opts, deps) => {
+        const s = await runStats(opts, deps);
         if (opts.format === 'prometheus') return void deps.io.out.write(statsPrometheus(s));
         if (deps.globals.json) return printJson(deps.io, s);
         await render(deps, s);
       }),
     );
+}
+
+export interface StatsOptions {
+  since?: string;
+  /** table (default) or prometheus. */
+  format?: string;
+}
+
+export async function runStats(opts: StatsOptions, deps: Deps): Promise<Stats> {
+  if (opts.format && !['table', 'prometheus'].includes(opts.format))
+    throw new UsageError(`--format: "${opts.format}" is not one of table, prometheus`);
+  // Two documents cannot both be stdout's one document: refused before any work.
+  if (opts.format === 'prometheus' && deps.globals.json)
+    throw new UsageError('--format prometheus and --json: choose one output format');
+  const core = await deps.core();
+  return computeStats(core.db, {
+    now: deps.now(),
+    since: opts.since ? parseSinceOrDate(opts.since, '--since', deps.now()) : undefined,
+  });
 }
 
 const secs = (v: number | null) => (v === null ? '-' : formatDuration(v * 1000));

@@ -30,18 +30,8 @@ export function register(program: Command): void {
       '\nAn invalid signature exits 2 and records nothing; a duplicate delivery is recorded as seen and changes nothing.\n\nExample:\n  $ recon webhook ingest event.json --provider stripe --signature "t=1733142000,v1=5257a8…"',
     )
     .action(
-      action<{ provider: string; signature?: string }>(async ([file], opts, deps) => {
-        const body =
-          !file || file === '-'
-            ? await readAll(deps.io.stdin)
-            : await readFile(file, 'utf8').catch((e: NodeJS.ErrnoException) => {
-                throw e.code === 'ENOENT'
-                  ? new UsageError(`${file}: no such file; give an existing FILE, or - for stdin`)
-                  : e;
-              });
-        const core = await deps.core();
-        const provider = await deps.provider(opts.provider);
-        const r = await ingestWebhook(core, provider, body, opts.signature);
+      action<Omit<IngestOptions, 'file'>>(async ([file], opts, deps) => {
+        const r = await runIngest({ file, ...opts }, deps);
         if (deps.globals.json) printJson(deps.io, r);
         else info(deps.io, describe(r));
       }),
@@ -57,11 +47,31 @@ export function register(program: Command): void {
       'after',
       '\nResponds 400 to a bad signature, 200 to a duplicate, 200 when applied; 413 to a body over 1 MiB, 408 to a body slower than --body-timeout, 404 to an unknown provider.\n\nExample:\n  $ recon webhook serve --port 8787 --provider stripe',
     )
-    .action(
-      action<{ port: number; host: string; provider?: string; bodyTimeout: string }>(async (_a, opts, deps) =>
-        serve(opts, deps),
-      ),
-    );
+    .action(action<ServeOptions>(async (_a, opts, deps) => runServe(opts, deps)));
+}
+
+export interface IngestOptions {
+  /** The event JSON file; undefined or - for stdin (deps.io.stdin). */
+  file?: string;
+  provider: string;
+  /** The signature header as received (Stripe-Signature). */
+  signature?: string;
+}
+
+/** Reads one event, verifies it, records it once and applies it to its operation. */
+export async function runIngest(o: IngestOptions, deps: Deps): Promise<IngestResult> {
+  const { file } = o;
+  const body =
+    !file || file === '-'
+      ? await readAll(deps.io.stdin)
+      : await readFile(file, 'utf8').catch((e: NodeJS.ErrnoException) => {
+          throw e.code === 'ENOENT'
+            ? new UsageError(`${file}: no such file; give an existing FILE, or - for stdin`)
+            : e;
+        });
+  const core = await deps.core();
+  const provider = await deps.provider(o.provider);
+  return ingestWebhook(core, provider, body, o.signature);
 }
 
 function describe(r: IngestResult): string {
@@ -73,10 +83,18 @@ function describe(r: IngestResult): string {
 /** Webhook bodies are small JSON events (Stripe's are a few KiB); anything larger is refused unread. */
 export const MAX_WEBHOOK_BODY_BYTES = 1024 * 1024;
 
-async function serve(
-  opts: { port: number; host: string; provider?: string; bodyTimeout: string },
-  deps: Deps,
-): Promise<void> {
+export interface ServeOptions {
+  port: number;
+  host: string;
+  provider?: string;
+  bodyTimeout: string;
+}
+
+/**
+ * Serves until SIGINT/SIGTERM. A server, not a one-shot: it logs each delivery on stderr as it
+ * goes (and the `--json` listening document once), rather than returning data.
+ */
+export async function runServe(opts: ServeOptions, deps: Deps): Promise<void> {
   const bodyTimeoutMs = parseDuration(opts.bodyTimeout, '--body-timeout');
   const config = await deps.config();
   const secretOf = (p: unknown) => (p as { webhookSecret?: string | null }).webhookSecret;

@@ -3,11 +3,12 @@
  * `recon init` with a webhook secret and next steps, `webhook serve` refusing to run blind and its
  * lock message on the embedded store, `ops list --csv` and `--after` paging.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
+import { warehouseProviderConfig } from '../../src/sandbox/warehouse/provider-config.js';
 import { cleanEnv } from '../support/cli.js';
 import {
   configDir,
@@ -63,6 +64,54 @@ describe('recon completion', () => {
       "complete -c recon -n '__fish_seen_subcommand_from ops; and __fish_seen_subcommand_from list' -l unresolved",
     );
     expect((await recon(['completion', 'tcsh'])).code).toBe(2);
+  });
+
+  it('--provider <TAB> offers the providers configured where the user is (issue 26)', async () => {
+    const dir = tempDir();
+    fs.writeFileSync(
+      path.join(dir, 'recon.config.json'),
+      JSON.stringify({
+        providers: {
+          stripe: { type: 'stripe', apiKey: '${STRIPE_API_KEY}', apiBase: sandbox.url },
+          warehouse: warehouseProviderConfig('http://127.0.0.1:9', '${WAREHOUSE_TOKEN}'),
+        },
+      }),
+    );
+    const script = path.join(dir, 'recon.bash');
+    fs.writeFileSync(script, (await recon(['completion', 'bash'])).stdout);
+    const shellEnv = cleanEnv({ ...env, WAREHOUSE_TOKEN: 'wh_token', XDG_CONFIG_HOME: path.join(dir, 'no-xdg') });
+    // The script asks the recon being completed (COMP_WORDS[0]): this build, run from `dir`.
+    const complete = (...words: string[]) =>
+      execFileSync(
+        'bash',
+        [
+          '-c',
+          `source ${script}; COMP_WORDS=(${[RECON_BIN, ...words].map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length}; _recon; echo "\${COMPREPLY[*]}"`,
+        ],
+        { encoding: 'utf8', cwd: dir, env: shellEnv },
+      ).trim();
+    expect(complete('run', '--provider', '')).toBe('stripe warehouse');
+    expect(complete('ops', 'list', '--provider', 'wa')).toBe('warehouse');
+    expect(complete('audit', 'duplicates', '--provider', 's')).toBe('stripe');
+    // --config on the command line is the config asked: one naming no provider offers none.
+    const other = path.join(dir, 'other.json');
+    fs.writeFileSync(other, JSON.stringify({ providers: {} }));
+    expect(complete('--config', other, 'run', '--provider', '')).toBe('');
+    // The hidden command: not a command of the script, and never a word on stderr, exit 0.
+    expect(complete('__')).toBe('');
+    for (const args of [['providers'], ['providers', '--config', path.join(dir, 'missing.json')], ['nothing']]) {
+      const r = spawnSync(process.execPath, [RECON_BIN, '__complete', ...args], {
+        cwd: dir,
+        env: shellEnv,
+        encoding: 'utf8',
+      });
+      expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
+      expect(r.stdout).toBe(args.length === 1 && args[0] === 'providers' ? 'stripe\nwarehouse\n' : '');
+    }
+    const fish = (await recon(['completion', 'fish'])).stdout;
+    expect(fish).toContain('$words[1] __complete $argv $config');
+    expect(fish).toMatch(/__fish_seen_subcommand_from run' -l provider -xa '\(__recon_ask providers\)'/);
+    expect((await recon(['completion', 'zsh'])).stdout).toContain('"$bin" __complete "$1"');
   });
 });
 
