@@ -16,7 +16,18 @@ export default defineConfig({
     // Per-file cleanup of the support modules (test/support/file-end.ts), isolated or not.
     setupFiles: ['test/support/setup-file.ts'],
     projects: [
-      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts'],
+          // The unit files share one module graph per worker instead of loading it again for each of
+          // them (the unit project: 17 s instead of 34 s, tests 18 s vs 21 s). They hold no server,
+          // store or mock; the ones that register secrets clear them after each test (clearSecrets).
+          // RECON_TEST_ISOLATE=1 isolates them too.
+          isolate: process.env.RECON_TEST_ISOLATE === '1',
+        },
+      },
       {
         extends: true,
         test: {

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { scanLedger } from '../../src/core/audit/duplicates.js';
 import { createProvider } from '../../src/providers/index.js';
+import { warehouseProviderConfig } from '../../src/sandbox/warehouse/provider-config.js';
 import type { Db } from '../../src/store/db.js';
 import type { ListRange, Provider, ProviderTxn } from '../../src/types.js';
 import { backends, removeTempStores, type Backend } from '../support/backends.js';
@@ -436,13 +437,7 @@ describe.each(backends)('audit duplicates over the warehouse http provider on $n
       backend,
       warehouse: true,
       warehouseConfig: {
-        fields: {
-          id: 'id',
-          status: 'status',
-          idempotencyKey: 'idempotency_key',
-          clientReference: 'client_reference',
-          created: 'created',
-        },
+        fields: { ...(warehouseProviderConfig('', '').fields as Record<string, string>), created: 'created' },
         list: { path: '/v1/shipments?limit=100&created_gte={since}&created_lte={until}' },
       },
     });

@@ -3,7 +3,9 @@
  * each played alone and deterministically against the Stripe sandbox, asserting on its ledger and
  * on the operation's state and audit trail.
  */
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
+import { describeWorld } from '../support/describe-world.js';
+import type { StripeWorld } from '../support/stripe-world.js';
 import { claimAttempt } from '../../src/core/attempt/claims.js';
 import { eventsOf } from '../../src/core/journal/chain.js';
 import type { CoreContext } from '../../src/core/journal/context.js';
@@ -13,28 +15,19 @@ import { finishAttempt, submitOperation, submitRequest } from '../../src/core/at
 import { ingestWebhook } from '../../src/core/found/webhooks.js';
 import { RefusedError } from '../../src/errors.js';
 import type { Provider } from '../../src/types.js';
-import { backends, removeTempStores } from '../support/backends.js';
-import { signedEvent, startStripeWorld, type StripeWorld } from './integrity-support.js';
+import { signedEvent } from './integrity-support.js';
 
-afterAll(() => removeTempStores());
-
-describe.each(backends)('campaign defects, store on $name', (backend) => {
-  let w: StripeWorld | undefined;
-  afterEach(async () => {
-    await w?.close();
-    w = undefined;
-  });
-
+describeWorld('campaign defects', (suite) => {
   /** Delivers a signed event for a refund in the sandbox ledger, twice (a redelivery). */
-  async function deliver(type: string, refundId: string) {
-    const { body, signature } = signedEvent(w!.sandbox, type, refundId);
-    const first = await ingestWebhook(w!.ctx, w!.stripe, body, signature);
-    const again = await ingestWebhook(w!.ctx, w!.stripe, body, signature);
+  async function deliver(w: StripeWorld, type: string, refundId: string) {
+    const { body, signature } = signedEvent(w.sandbox, type, refundId);
+    const first = await ingestWebhook(w.ctx, w.stripe, body, signature);
+    const again = await ingestWebhook(w.ctx, w.stripe, body, signature);
     return { first, again };
   }
 
   it('a refund made outside recon for an approved operation goes to review, and the first submit sends nothing', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:outside_1', amount: 900 }]);
     const outside = w.sandbox.seedRefund({
       payment_intent: pi,
@@ -43,7 +36,7 @@ describe.each(backends)('campaign defects, store on $name', (backend) => {
       metadata: { recon_operation_id: 'refund:outside_1' },
     });
 
-    const { first, again } = await deliver('refund.created', outside.id);
+    const { first, again } = await deliver(w, 'refund.created', outside.id);
     expect(first).toMatchObject({ effect: 'transitioned', state: 'needs_review' });
     expect(again).toMatchObject({ duplicate: true });
     expect(await getOperation(w.db, 'refund:outside_1')).toMatchObject({
@@ -60,7 +53,7 @@ describe.each(backends)('campaign defects, store on $name', (backend) => {
   });
 
   it('a refund of another amount carrying an approved operation is linked as evidence (mismatch), never a 500', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:outside_2', amount: 900 }]);
     const other = w.sandbox.seedRefund({
       payment_intent: pi,
@@ -69,7 +62,7 @@ describe.each(backends)('campaign defects, store on $name', (backend) => {
       metadata: { recon_operation_id: 'refund:outside_2' },
     });
 
-    const { first } = await deliver('refund.created', other.id);
+    const { first } = await deliver(w, 'refund.created', other.id);
     expect(first).toMatchObject({ effect: 'transitioned', state: 'needs_review' });
     expect(await getOperation(w.db, 'refund:outside_2')).toMatchObject({
       state: 'needs_review',
@@ -80,7 +73,7 @@ describe.each(backends)('campaign defects, store on $name', (backend) => {
   });
 
   it('a live refund announced for a failed operation puts the contradiction in review, on the first delivery', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:failed_1', amount: 400 }]);
     w.sandbox.faults.inject({ kind: 'initial_status', status: 'failed' }, { times: 1 });
     const submitted = await submitOperation(w.ctx, w.stripe, 'refund:failed_1');
@@ -92,7 +85,7 @@ describe.each(backends)('campaign defects, store on $name', (backend) => {
       metadata: { recon_operation_id: 'refund:failed_1' },
     });
 
-    const { first, again } = await deliver('refund.created', live.id);
+    const { first, again } = await deliver(w, 'refund.created', live.id);
     expect(first).toMatchObject({ effect: 'transitioned', state: 'needs_review' });
     expect(again).toMatchObject({ duplicate: true });
     expect(await getOperation(w.db, 'refund:failed_1')).toMatchObject({
@@ -109,7 +102,7 @@ describe.each(backends)('campaign defects, store on $name', (backend) => {
   });
 
   it('a submit that confirms while another live refund is already linked goes to review (duplicate), not confirmed', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:linked_1', amount: 600 }]);
     const claim = await claimAttempt(w.ctx, 'refund:linked_1', {
       owner: 'A',
@@ -124,7 +117,7 @@ describe.each(backends)('campaign defects, store on $name', (backend) => {
       currency: 'usd',
       metadata: { recon_operation_id: 'refund:linked_1' },
     });
-    const { first } = await deliver('refund.created', other.id);
+    const { first } = await deliver(w, 'refund.created', other.id);
     expect(first).toMatchObject({ effect: 'noted', state: 'submitting' });
 
     const result = await w.stripe.submit(submitRequest(claim.op));
@@ -138,7 +131,7 @@ describe.each(backends)('campaign defects, store on $name', (backend) => {
   });
 
   it('a submit whose own lease ran out before the answer reports the late answer it recorded, not "result not written"', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:slow_1', amount: 300 }]);
     let clock = Date.now();
     const ctx: CoreContext = { ...w.ctx, now: () => new Date(clock) };
@@ -158,7 +151,7 @@ describe.each(backends)('campaign defects, store on $name', (backend) => {
   });
 
   it('a run pass that outlasts its own lease reports the operation as left for the next pass, not as an error', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     await w.recordRefunds([{ id: 'refund:longpass_1', amount: 300 }]);
     w.sandbox.faults.inject({ kind: 'commit_then_drop' }, { times: 2 });
     expect((await submitOperation(w.ctx, w.stripe, 'refund:longpass_1')).operation.state).toBe('outcome_unknown');
@@ -171,7 +164,7 @@ describe.each(backends)('campaign defects, store on $name', (backend) => {
     expect(pass.lease_expired).toEqual(['refund:longpass_1']);
     // Nothing was written: the next pass decides it.
     expect(await getOperation(w.db, 'refund:longpass_1')).toMatchObject({ state: 'outcome_unknown' });
-    const next = await runPass(w.ctx, async () => w!.stripe);
+    const next = await runPass(w.ctx, async () => w.stripe);
     expect(next.decisions).toEqual([expect.objectContaining({ id: 'refund:longpass_1', state: 'confirmed' })]);
   });
 });

@@ -654,19 +654,38 @@ describe('secrets are never printed', () => {
   });
 
   it('not in what was stored either', async () => {
-    for (const id of ['sec_s0', 'sec_s1', 'sec_j0']) {
+    // What stores the provider's answers is done here, not left to the tests above: run alone
+    // (vitest -t) this test looked at tables nothing had been written to, and passed.
+    const before = hits;
+    for (const args of [
+      ['ops', 'submit', 'sec_1'],
+      ['lookup', 'sec_2'],
+      ['run', '--json'],
+    ]) {
+      await runInProcess(args, { cwd: dir, shortBackoff: true });
+    }
+    expect(hits, 'the commands reached the provider').toBeGreaterThan(before);
+    const db = await openStore(storeUrl);
+    try {
+      const stored: Record<string, string> = {};
+      for (const table of ['operations', 'attempts', 'observations', 'audit_events']) {
+        const rows = await db.query(`SELECT * FROM recon.${table}`);
+        stored[table] = JSON.stringify(rows.rows);
+        expect(stored[table], table).not.toContain('SECRET123');
+      }
+      // The provider's answers were stored (its error text with them), so the check above had
+      // something to find: sec_1's attempt and the lookups' observations of sec_2.
+      expect(stored.attempts).toContain('sec_1');
+      expect(stored.observations).toContain('sec_2');
+      expect(Object.values(stored).join('\n')).toContain('rejected');
+    } finally {
+      await db.close();
+    }
+    // Nor in what shows it.
+    for (const id of ['sec_1', 'sec_2']) {
       const r = await runInProcess(['ops', 'show', id, '--json'], { cwd: dir });
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout).not.toContain('SECRET123');
-    }
-    const db = await openStore(storeUrl);
-    try {
-      for (const table of ['operations', 'attempts', 'observations', 'audit_events']) {
-        const rows = await db.query(`SELECT * FROM recon.${table}`);
-        expect(JSON.stringify(rows.rows), table).not.toContain('SECRET123');
-      }
-    } finally {
-      await db.close();
     }
   });
 });

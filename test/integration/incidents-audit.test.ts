@@ -3,33 +3,15 @@
  * `recon audit duplicates`, and an audit row edited through SQL — refused by the database, and
  * when changed behind the trigger's back, found by `recon audit verify`.
  */
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { backends, removeTempStores } from '../support/backends.js';
-import type { World } from '../support/world.js';
-import {
-  expectExit,
-  startIncidentWorld,
-  SLOW_STORE_TIMEOUT_MS,
-  recordOk,
-  refundOp,
-  show,
-  submit,
-} from './incidents-support.js';
-
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
+import { expect, it } from 'vitest';
+import { describeWorld } from '../support/describe-world.js';
+import { expectExit, recordOk, refundOp, show, submit } from './incidents-support.js';
 
 const DAY = 24 * 3600;
 
-describe.each(backends)('incidents found by audits, store on $name', (backend) => {
-  let world: World | undefined;
-  afterEach(async () => {
-    await world?.close();
-    world = undefined;
-  });
-
+describeWorld('incidents found by audits', (suite) => {
   it('9. an old duplicate at the provider is listed with both transaction ids; look-alikes are not; the next audit reads only what is new', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const sb = world.stripe;
     const old = Math.floor(Date.now() / 1000) - 3 * DAY;
     // The duplicate from before recon: one order refunded twice, four minutes apart, no recon metadata.
@@ -87,7 +69,7 @@ describe.each(backends)('incidents found by audits, store on $name', (backend) =
   });
 
   it('10. an audit row edited through SQL: UPDATE, DELETE and TRUNCATE are refused; a row changed behind the trigger is found by audit verify', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [
       refundOp('refund:ord_10', pi.payment_intent, 1000),

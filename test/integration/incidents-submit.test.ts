@@ -2,14 +2,11 @@
  * SPEC §8 incidents 1, 2, 4, 5 and 8, end to end: the built CLI against the sandboxes, asserting
  * on the provider's ledger (one refund or shipment per operation, or none) and on `ops show --json`.
  */
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { backends, removeTempStores } from '../support/backends.js';
+import { expect, it } from 'vitest';
 import { collect } from '../support/cli.js';
-import type { World } from '../support/world.js';
+import { describeWorld } from '../support/describe-world.js';
 import {
   expectExit,
-  startIncidentWorld,
-  SLOW_STORE_TIMEOUT_MS,
   PAST_WINDOW_MS,
   recordOk,
   refundOp,
@@ -20,18 +17,9 @@ import {
   submit,
 } from './incidents-support.js';
 
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
-
-describe.each(backends)('incidents at submit time, store on $name', (backend) => {
-  let world: World | undefined;
-  afterEach(async () => {
-    await world?.close();
-    world = undefined;
-  });
-
+describeWorld('incidents at submit time', (suite) => {
   it('1. a refund committed before the connection dropped (the SDK retry dropped too) is found by lookup, not repeated', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [refundOp('refund:ord_1', pi.payment_intent, 1500)]);
     world.stripe.faults.inject({ kind: 'commit_then_drop' }, { times: 2 });
@@ -61,7 +49,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
   });
 
   it('2. the second click: the same operation again is a no-op, a changed amount is refused and writes nothing', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     const op = refundOp('refund:ord_2', pi.payment_intent, 2000);
     const first = await recordOk(world, [op]);
@@ -90,7 +78,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
   });
 
   it('4. a request that never arrived is retried after the window with the original key: one refund', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [refundOp('refund:ord_4', pi.payment_intent, 1200)]);
     world.stripe.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });
@@ -129,8 +117,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
   });
 
   it('5. past key retention with a lookup that is not authoritative, nothing found → needs_review, no retry', async () => {
-    world = await startIncidentWorld({
-      backend,
+    const world = await suite.world({
       warehouse: true,
       warehouseConfig: { keyRetention: '1s', uncertaintyWindow: '1s' },
     });
@@ -170,7 +157,7 @@ describe.each(backends)('incidents at submit time, store on $name', (backend) =>
   });
 
   it('8. a worker SIGKILLed after the provider committed and before the local write is recovered through lookup', async () => {
-    world = await startIncidentWorld({ backend, stripeConfig: { lease: '2s', timeout: '1s' } });
+    const world = await suite.world({ stripeConfig: { lease: '2s', timeout: '1s' } });
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [refundOp('refund:ord_8', pi.payment_intent, 999)]);
     world.stripe.faults.inject({ kind: 'hold' });

@@ -7,17 +7,10 @@ import { loadConfig } from '../../src/config/load.js';
 import { submitOperation } from '../../src/core/attempt/submit.js';
 import { createProvider } from '../../src/providers/index.js';
 import type { CliResult } from '../support/cli.js';
-import { startWorld, type World, type WorldOptions } from '../support/world.js';
+import { type World } from '../support/world.js';
 
 /** The world's uncertainty window is 1s; a little more so "after the window" is never a race (`world.advance`). */
 export const PAST_WINDOW_MS = 1_150;
-
-/**
- * An incident takes 5–10 commands (in process, on one open store) and sometimes a child process
- * that boots PGlite (about a second, several under load): more room than the suite's 60s default,
- * never a timed assertion.
- */
-export const SLOW_STORE_TIMEOUT_MS = 150_000;
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -104,11 +97,6 @@ export interface RunJson {
   escalated: number;
   decisions: { id: string; decision: string; rule: string; state: string; review_reason?: string }[];
   errors: { id: string; error: string }[];
-}
-
-/** `startWorld` (kept as the incidents' name for it: a fresh store at the latest schema per incident). */
-export function startIncidentWorld(o: WorldOptions): Promise<World> {
-  return startWorld(o);
 }
 
 /**

@@ -3,30 +3,17 @@
  * laundered by a note (a read-only MCP `get_action` wrote an `mcp.call` event copying the row's
  * state, and `audit verify` then said ok), and each event starts where the previous one ended.
  */
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { expect, it } from 'vitest';
 import { eventHash } from '../../src/core/journal/chain.js';
 import type { Db } from '../../src/store/db.js';
 import type { State } from '../../src/types.js';
-import { backends, removeTempStores } from '../support/backends.js';
-import type { World } from '../support/world.js';
-import { expectExit, recordOk, refundOp, show, SLOW_STORE_TIMEOUT_MS } from './incidents-support.js';
-import { httpAgent, startInProcessHttpServer, startMcpWorld, type InProcessHttpServer } from './mcp-support.js';
+import { describeWorld } from '../support/describe-world.js';
+import { expectExit, recordOk, refundOp, show } from './incidents-support.js';
+import { httpAgent, startInProcessHttpServer, mcpWorld } from './mcp-support.js';
 
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
-
-describe.each(backends)('a state changed behind recon stays visible to audit verify, store on $name', (backend) => {
-  let world: World | undefined;
-  let server: InProcessHttpServer | undefined;
-  afterEach(async () => {
-    await server?.close();
-    server = undefined;
-    await world?.close();
-    world = undefined;
-  });
-
+describeWorld('a state changed behind recon stays visible to audit verify', (suite) => {
   it('UPDATE … SET state = cancelled, then a read-only get_action: verify still reports the mismatch, and the mcp.call event holds the chain’s state', async () => {
-    world = await startMcpWorld(backend);
+    const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [refundOp('refund:ord_23', pi.payment_intent, 1000)]);
     await (await world.db()).query(`UPDATE recon.operations SET state = 'cancelled' WHERE id = 'refund:ord_23'`);
@@ -35,7 +22,7 @@ describe.each(backends)('a state changed behind recon stays visible to audit ver
       expect.objectContaining({ operation_id: 'refund:ord_23', problem: 'state_mismatch', expected: 'cancelled' }),
     ]);
 
-    server = await startInProcessHttpServer(world);
+    const server = suite.closeAfter(await startInProcessHttpServer(world));
     const agent = await httpAgent(server, 'support-bot');
     try {
       const got = await agent.call('get_action', { operation_id: 'refund:ord_23' });
@@ -64,7 +51,7 @@ describe.each(backends)('a state changed behind recon stays visible to audit ver
   });
 
   it('a move that starts from a state changed behind recon is a state_gap, even once the chain ends in the row’s state', async () => {
-    world = await startMcpWorld(backend);
+    const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [refundOp('refund:ord_24', pi.payment_intent, 1000, { approval: undefined })]);
     expectExit(await world.recon(['ops', 'approve', 'refund:ord_24', '--ref', 'FIN-1', '--actor', 'alice']), 0);
@@ -137,15 +124,9 @@ async function forgeResolved(db: Db, id: string, keyId: string | null): Promise<
   return ev.seq;
 }
 
-describe.each(backends)('a keyed audit trail, store on $name', (backend) => {
-  let world: World | undefined;
-  afterEach(async () => {
-    await world?.close();
-    world = undefined;
-  });
-
+describeWorld('a keyed audit trail', (suite) => {
   it('a review.resolved forged by a role that may insert audit rows: refused unkeyed by the database; keyed, verify with the key finds it and without the key says it checked the chain only', async () => {
-    world = await startMcpWorld(backend);
+    const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     expectExit(
       await world.recon(['ops', 'record', '-', '--json'], {
@@ -186,7 +167,7 @@ describe.each(backends)('a keyed audit trail, store on $name', (backend) => {
   });
 
   it('an unkeyed event after keying began is unkeyed, with or without the key; a writer without the key is refused; a wrong key is exit 2', async () => {
-    world = await startMcpWorld(backend);
+    const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     expectExit(
       await world.recon(['ops', 'record', '-', '--json'], {

@@ -3,7 +3,7 @@
  * audit event, state unchanged); it was refused by the state machine (exit 4). The reason a rule
  * gave (e.g. duplicate) is kept: the person's reason goes into the trail.
  */
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, expect, it } from 'vitest';
 import { eventsOf } from '../../src/core/journal/chain.js';
 import { verifyChains } from '../../src/core/audit/verify.js';
 import type { CoreContext } from '../../src/core/journal/context.js';
@@ -13,17 +13,12 @@ import { getOperation } from '../../src/core/journal/operations.js';
 import { transition } from '../../src/core/journal/transition.js';
 import { validateOperation } from '../../src/core/intake/validate.js';
 import type { Db } from '../../src/store/db.js';
-import { backends, removeTempStores } from '../support/backends.js';
+import { describeWorld } from '../support/describe-world.js';
 
-afterAll(() => removeTempStores());
-
-describe.each(backends)('escalate an operation already in review, store on $name', (backend) => {
+describeWorld('escalate an operation already in review', (suite) => {
   let db: Db;
   beforeEach(async () => {
-    db = await backend.open();
-  });
-  afterEach(async () => {
-    await db?.close();
+    db = await suite.db();
   });
 
   it('reassigns it and records the added reason; the state and the rule’s reason stay', async () => {

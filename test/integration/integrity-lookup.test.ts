@@ -4,32 +4,13 @@
  * for a confirmed operation moves it to needs_review (duplicate), so the human queue and `run`'s
  * exit 8 show it. The built CLI against the Stripe sandbox.
  */
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { backends, removeTempStores } from '../support/backends.js';
-import type { World } from '../support/world.js';
-import {
-  expectExit,
-  recordOk,
-  refundOp,
-  run,
-  show,
-  SLOW_STORE_TIMEOUT_MS,
-  startIncidentWorld,
-  submit,
-} from './incidents-support.js';
+import { expect, it } from 'vitest';
+import { describeWorld } from '../support/describe-world.js';
+import { expectExit, recordOk, refundOp, run, show, submit } from './incidents-support.js';
 
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
-
-describe.each(backends)('recon lookup of operations the rule does not reconcile, store on $name', (backend) => {
-  let world: World | undefined;
-  afterEach(async () => {
-    await world?.close();
-    world = undefined;
-  });
-
+describeWorld('recon lookup of operations the rule does not reconcile', (suite) => {
   it('a second refund found for a confirmed operation → needs_review (duplicate); a lookup in review only adds evidence', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [refundOp('refund:lk_1', pi.payment_intent, 1500)]);
     expect((await submit(world, 'refund:lk_1')).state).toBe('confirmed');

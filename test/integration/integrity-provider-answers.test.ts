@@ -7,36 +7,16 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { backends, removeTempStores } from '../support/backends.js';
-import type { World } from '../support/world.js';
-import {
-  expectExit,
-  PAST_WINDOW_MS,
-  recordOk,
-  refundOp,
-  run,
-  show,
-  SLOW_STORE_TIMEOUT_MS,
-  startIncidentWorld,
-  submit,
-} from './incidents-support.js';
-
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
+import { expect, it } from 'vitest';
+import { describeWorld } from '../support/describe-world.js';
+import { expectExit, PAST_WINDOW_MS, recordOk, refundOp, run, show, submit } from './incidents-support.js';
 
 const HOUR = 3600_000;
 
-describe.each(backends)('the provider read as it answers, store on $name', (backend) => {
-  let world: World | undefined;
-  afterEach(async () => {
-    await world?.close();
-    world = undefined;
-  });
-
+describeWorld('the provider read as it answers', (suite) => {
   it("the provider's clock 25 h ahead: no retry on a key it has forgotten, key_retention naming both clocks; one refund", async () => {
     let offsetMs = 0;
-    world = await startIncidentWorld({ backend, stripe: { now: () => Date.now() + offsetMs } });
+    const world = await suite.world({ stripe: { now: () => Date.now() + offsetMs } });
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [refundOp('refund:clock_1', pi.payment_intent, 700)]);
     // The first attempt commits, its answer is lost, and the refund stays invisible to lists for 30 h.
@@ -65,7 +45,7 @@ describe.each(backends)('the provider read as it answers, store on $name', (back
   });
 
   it('a refused key is exit 2 in run, lookup and doctor, naming the key to check, not exit 5', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [refundOp('refund:key_1', pi.payment_intent, 700)]);
     world.stripe.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });
@@ -86,7 +66,7 @@ describe.each(backends)('the provider read as it answers, store on $name', (back
   });
 
   it('a payment intent that does not exist is an answer: not found, with the reason recorded, exit 0', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     await recordOk(world, [refundOp('refund:nopi_1', 'pi_does_not_exist_1', 700)]);
     world.stripe.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });
     expect((await submit(world, 'refund:nopi_1')).state).toBe('outcome_unknown');
@@ -103,7 +83,7 @@ describe.each(backends)('the provider read as it answers, store on $name', (back
   });
 
   it('run --dry-run backs off after an unavailable lookup as run does, and both say what waits until when', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [refundOp('refund:down_1', pi.payment_intent, 700)]);
     world.stripe.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });

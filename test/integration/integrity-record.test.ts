@@ -3,23 +3,13 @@
  * it could send the payload (exit 2, one line naming the field, nothing written), instead of
  * `ops submit` burning attempt 1 as an unknown outcome on a refund of nothing.
  */
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { backends, removeTempStores } from '../support/backends.js';
-import type { World } from '../support/world.js';
-import { expectExit, refundOp, shipmentOp, SLOW_STORE_TIMEOUT_MS, startIncidentWorld } from './incidents-support.js';
+import { expect, it } from 'vitest';
+import { describeWorld } from '../support/describe-world.js';
+import { expectExit, refundOp, shipmentOp } from './incidents-support.js';
 
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
-
-describe.each(backends)('ops record validates provider payloads, store on $name', (backend) => {
-  let world: World | undefined;
-  afterEach(async () => {
-    await world?.close();
-    world = undefined;
-  });
-
+describeWorld('ops record validates provider payloads', (suite) => {
   it('a Stripe refund with neither payment_intent nor charge, or a shipment its lookup path cannot find, is refused: exit 2, nothing written', async () => {
-    world = await startIncidentWorld({ backend, warehouse: true });
+    const world = await suite.world({ warehouse: true });
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     const good = refundOp('refund:ok_1', pi.payment_intent, 1500);
     const nothingToRefund = { ...good, id: 'refund:bad_1', payload: { amount: 1500, currency: 'usd' } };

@@ -4,26 +4,17 @@
  * core's (src/core/reconcile/retry.ts): a refusal names the states it does work on, and nothing reaches
  * the provider. In-process against the Stripe sandbox, asserting on its ledger.
  */
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { escalate } from '../../src/core/review/escalate.js';
 import { getOperation } from '../../src/core/journal/operations.js';
 import { retryNow } from '../../src/core/reconcile/retry.js';
 import { transition } from '../../src/core/journal/transition.js';
 import { RefusedError } from '../../src/errors.js';
-import { backends, removeTempStores } from '../support/backends.js';
-import { startStripeWorld, type StripeWorld } from './integrity-support.js';
+import { describeWorld } from '../support/describe-world.js';
 
-afterAll(() => removeTempStores());
-
-describe.each(backends)('what retry refuses, store on $name', (backend) => {
-  let w: StripeWorld | undefined;
-  afterEach(async () => {
-    await w?.close();
-    w = undefined;
-  });
-
+describeWorld('what retry refuses', (suite) => {
   it('an approved or a needs_review operation is refused with the states retry works on; nothing is sent', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     await w.recordRefunds([
       { id: 'refund:rt_approved', amount: 1500 },
       { id: 'refund:rt_review', amount: 1500 },
@@ -31,7 +22,7 @@ describe.each(backends)('what retry refuses, store on $name', (backend) => {
     // Sent once, outcome unknown, then handed to a person.
     await w.db.transaction(async (tx) => {
       for (const to of ['submitting', 'outcome_unknown'] as const)
-        await transition(tx, 'refund:rt_review', to, { actor: 't', now: w!.ctx.now(), kind: 'k', rule: 'r' });
+        await transition(tx, 'refund:rt_review', to, { actor: 't', now: w.ctx.now(), kind: 'k', rule: 'r' });
     });
     await escalate(w.ctx, 'refund:rt_review', { reason: 'customer called' });
 

@@ -4,32 +4,13 @@
  * while the provider holds a transaction for the operation, are refused (exit 4) unless
  * `--force --reason TEXT`. The built CLI against the Stripe sandbox.
  */
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { backends, removeTempStores } from '../support/backends.js';
-import type { World } from '../support/world.js';
-import {
-  expectExit,
-  recordOk,
-  refundOp,
-  run,
-  show,
-  SLOW_STORE_TIMEOUT_MS,
-  startIncidentWorld,
-  submit,
-} from './incidents-support.js';
+import { expect, it } from 'vitest';
+import { describeWorld } from '../support/describe-world.js';
+import { expectExit, recordOk, refundOp, run, show, submit } from './incidents-support.js';
 
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
-
-describe.each(backends)('review resolve checks like attach, store on $name', (backend) => {
-  let world: World | undefined;
-  afterEach(async () => {
-    await world?.close();
-    world = undefined;
-  });
-
+describeWorld('review resolve checks like attach', (suite) => {
   it('a 2400 refund is not confirmed for a 2500 operation, nor the operation failed while its refund exists, without --force --reason', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [refundOp('refund:rv_1', pi.payment_intent, 2500)]);
     world.stripe.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });
@@ -45,7 +26,7 @@ describe.each(backends)('review resolve checks like attach, store on $name', (ba
     expect(pass.summary.decisions[0]).toMatchObject({ state: 'needs_review', review_reason: 'mismatch' });
 
     const resolve = (args: string[]) =>
-      world!.recon(['review', 'resolve', 'refund:rv_1', '--note', 'checked the dashboard', '--json', ...args]);
+      world.recon(['review', 'resolve', 'refund:rv_1', '--note', 'checked the dashboard', '--json', ...args]);
     const confirmWrong = expectExit(await resolve(['--outcome', 'confirmed', '--txn', wrong.id]), 4);
     expect(confirmWrong.json.error.message).toMatch(/amount \(24.00 USD vs 25.00 USD\)/);
     const failWhileHeld = expectExit(await resolve(['--outcome', 'failed']), 4);
@@ -74,7 +55,7 @@ describe.each(backends)('review resolve checks like attach, store on $name', (ba
   });
 
   it('a person is never refused on a stale copy: the linked refund is failed at the provider, pending in recon: resolve failed without --force', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     await recordOk(world, [refundOp('refund:rv_stale', pi.payment_intent, 2500)]);
     world.stripe.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });

@@ -3,7 +3,7 @@
  * `lease` (not a fixed 2 minutes: a worker killed mid-pass blocked operations of a 3 s provider
  * for 2 minutes), and the `lease.expired` event records when the crashed worker's lease expired.
  */
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, expect, it } from 'vitest';
 import { DEFAULT_CAPABILITIES } from '../../src/config/providers.js';
 import { eventsOf } from '../../src/core/journal/chain.js';
 import type { CoreContext } from '../../src/core/journal/context.js';
@@ -12,20 +12,15 @@ import { runPass } from '../../src/core/reconcile/run.js';
 import { validateOperation } from '../../src/core/intake/validate.js';
 import type { Db } from '../../src/store/db.js';
 import type { LookupResult, Provider } from '../../src/types.js';
-import { backends, removeTempStores } from '../support/backends.js';
+import { describeWorld } from '../support/describe-world.js';
 
 const T0 = new Date('2025-03-01T10:00:00.000Z');
 const ms = (n: number) => new Date(T0.getTime() + n);
 
-afterAll(() => removeTempStores());
-
-describe.each(backends)('recon run leases, store on $name', (backend) => {
+describeWorld('recon run leases', (suite) => {
   let db: Db;
   beforeEach(async () => {
-    db = await backend.open();
-  });
-  afterEach(async () => {
-    await db?.close();
+    db = await suite.db();
   });
 
   it("claims each operation with its own provider's lease and records the crashed worker's lease expiry", async () => {

@@ -5,7 +5,9 @@
  * adapter's local error before any byte is sent never burns an attempt as an unknown outcome.
  * In-process against the Stripe sandbox, asserting on its ledger.
  */
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
+import { describeWorld } from '../support/describe-world.js';
+import type { StripeWorld } from '../support/stripe-world.js';
 import { eventsOf } from '../../src/core/journal/chain.js';
 import { verifyChains } from '../../src/core/audit/verify.js';
 import { payloadHash } from '../../src/lib/canonical.js';
@@ -17,25 +19,15 @@ import { finishAttempt, submitOperation } from '../../src/core/attempt/submit.js
 import { validateOperation } from '../../src/core/intake/validate.js';
 import { LeaseLostError, RefusedError, UsageError } from '../../src/errors.js';
 import type { Provider } from '../../src/types.js';
-import { backends, removeTempStores } from '../support/backends.js';
-import { startStripeWorld, type StripeWorld } from './integrity-support.js';
 
-afterAll(() => removeTempStores());
-
-describe.each(backends)('what submit sends, store on $name', (backend) => {
-  let w: StripeWorld | undefined;
-  afterEach(async () => {
-    await w?.close();
-    w = undefined;
-  });
-
-  const tamper = (id: string) =>
-    w!.db.query(`UPDATE recon.operations SET payload = jsonb_set(payload, '{amount}', '99999') WHERE id = $1`, [id]);
+describeWorld('what submit sends', (suite) => {
+  const tamper = (w: StripeWorld, id: string) =>
+    w.db.query(`UPDATE recon.operations SET payload = jsonb_set(payload, '{amount}', '99999') WHERE id = $1`, [id]);
 
   it('a payload changed in the database after recording is not sent: needs_review, payload_tampered, audited', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:tp_1', amount: 1500 }]);
-    await tamper('refund:tp_1');
+    await tamper(w, 'refund:tp_1');
 
     const err = await submitOperation(w.ctx, w.stripe, 'refund:tp_1').catch((e) => e);
     expect(err).toBeInstanceOf(RefusedError);
@@ -53,7 +45,7 @@ describe.each(backends)('what submit sends, store on $name', (backend) => {
   });
 
   it('a payload changed together with its payload_hash is still caught: the hash recorded in the audit chain decides', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:tp_3', amount: 1500 }]);
     const changed = { payment_intent: pi, amount: 99999, currency: 'usd' };
     await w.db.query('UPDATE recon.operations SET payload = $2::jsonb, payload_hash = $3 WHERE id = $1', [
@@ -71,11 +63,11 @@ describe.each(backends)('what submit sends, store on $name', (backend) => {
   });
 
   it('a retry re-checks the payload in its claim as well: nothing sent, needs_review', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:tp_2', amount: 1500 }]);
     w.sandbox.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });
     expect((await submitOperation(w.ctx, w.stripe, 'refund:tp_2')).operation.state).toBe('outcome_unknown');
-    await tamper('refund:tp_2');
+    await tamper(w, 'refund:tp_2');
 
     const err = await submitOperation(w.ctx, w.stripe, 'refund:tp_2', {
       from: 'outcome_unknown',
@@ -91,7 +83,7 @@ describe.each(backends)('what submit sends, store on $name', (backend) => {
   });
 
   it('a transaction linked from a submit response is checked like a lookup: a different amount is needs_review (mismatch), never confirmed', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     await w.recordRefunds([{ id: 'refund:rs_1', amount: 1500 }]);
     const stripe = w.stripe;
     // An adapter (or a provider) that answers with another object than the one asked for.
@@ -108,7 +100,7 @@ describe.each(backends)('what submit sends, store on $name', (backend) => {
   });
 
   it('an operation the adapter cannot send (no payment_intent nor charge) is refused before the claim: no attempt burned, not unknown', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     // Recorded before record-time validation existed (or through the library): nothing to refund.
     await recordOperations(w.ctx, [
       validateOperation(
@@ -130,10 +122,10 @@ describe.each(backends)('what submit sends, store on $name', (backend) => {
     expect(w.sandbox.refunds()).toEqual([]);
   });
   it('a late response for an operation a person must now review links its refund as evidence and moves nothing', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     await w.recordRefunds([{ id: 'refund:late_2', amount: 1500 }]);
     const T0 = Date.now();
-    const at = (ms: number) => ({ ...w!.ctx, now: () => new Date(T0 + ms) });
+    const at = (ms: number) => ({ ...w.ctx, now: () => new Date(T0 + ms) });
     const claim = await claimAttempt(at(0), 'refund:late_2', {
       owner: 'A',
       leaseMs: 1000,
@@ -166,10 +158,10 @@ describe.each(backends)('what submit sends, store on $name', (backend) => {
     });
   });
   it('an answer that comes after the own lease ran out, with nobody else holding the operation, is applied and reported, not "result not written"', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     await w.recordRefunds([{ id: 'refund:late_3', amount: 1500 }]);
     const T0 = Date.now();
-    const at = (ms: number) => ({ ...w!.ctx, now: () => new Date(T0 + ms) });
+    const at = (ms: number) => ({ ...w.ctx, now: () => new Date(T0 + ms) });
     const claim = await claimAttempt(at(0), 'refund:late_3', {
       owner: 'A',
       leaseMs: 1000,

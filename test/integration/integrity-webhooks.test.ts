@@ -4,26 +4,18 @@
  * transaction found for a confirmed operation moves it to needs_review (duplicate). Played against
  * the Stripe sandbox, asserting on its ledger and on the operation.
  */
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { eventsOf } from '../../src/core/journal/chain.js';
 import { getOperation, transactionsOf } from '../../src/core/journal/operations.js';
 import { runPass } from '../../src/core/reconcile/run.js';
 import { submitOperation } from '../../src/core/attempt/submit.js';
 import { ingestWebhook } from '../../src/core/found/webhooks.js';
-import { backends, removeTempStores } from '../support/backends.js';
-import { signedEvent, startStripeWorld, type StripeWorld } from './integrity-support.js';
+import { describeWorld } from '../support/describe-world.js';
+import { signedEvent } from './integrity-support.js';
 
-afterAll(() => removeTempStores());
-
-describe.each(backends)('webhooks never leave needs_review, store on $name', (backend) => {
-  let w: StripeWorld | undefined;
-  afterEach(async () => {
-    await w?.close();
-    w = undefined;
-  });
-
+describeWorld('webhooks never leave needs_review', (suite) => {
   it('the issue 10 repro: a duplicate in review stays in review when a signed refund.updated arrives for the first refund', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:dup_1', amount: 512 }]);
     // The response is dropped after commit, and so is stripe-node's own same-key retry.
     w.sandbox.faults.inject({ kind: 'commit_then_drop' }, { times: 2 });
@@ -38,7 +30,7 @@ describe.each(backends)('webhooks never leave needs_review, store on $name', (ba
       metadata: { recon_operation_id: 'refund:dup_1' },
     });
 
-    const pass = await runPass(w.ctx, async () => w!.stripe);
+    const pass = await runPass(w.ctx, async () => w.stripe);
     expect(pass.decisions).toEqual([expect.objectContaining({ id: 'refund:dup_1', state: 'needs_review' })]);
     expect(pass.needs_review_total).toBe(1); // what makes `recon run` exit 8
 
@@ -58,11 +50,11 @@ describe.each(backends)('webhooks never leave needs_review, store on $name', (ba
     });
     // The provider's ledger: the two refunds, nothing more.
     expect(w.sandbox.refunds({ payment_intent: pi })).toHaveLength(2);
-    expect((await runPass(w.ctx, async () => w!.stripe)).needs_review_total).toBe(1);
+    expect((await runPass(w.ctx, async () => w.stripe)).needs_review_total).toBe(1);
   });
 
   it('a mismatch in review stays in review when a matching refund and its webhook appear later', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:mm_1', amount: 2500 }]);
     w.sandbox.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });
     expect((await submitOperation(w.ctx, w.stripe, 'refund:mm_1')).operation.state).toBe('outcome_unknown');
@@ -72,7 +64,7 @@ describe.each(backends)('webhooks never leave needs_review, store on $name', (ba
       currency: 'usd',
       metadata: { recon_operation_id: 'refund:mm_1' },
     });
-    await runPass(w.ctx, async () => w!.stripe);
+    await runPass(w.ctx, async () => w.stripe);
     expect((await getOperation(w.db, 'refund:mm_1')).review_reason).toBe('mismatch');
 
     const exact = w.sandbox.seedRefund({
@@ -89,7 +81,7 @@ describe.each(backends)('webhooks never leave needs_review, store on $name', (ba
   });
 
   it('a second refund announced by webhook for a confirmed operation moves it to needs_review (duplicate)', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:late_1', amount: 700 }]);
     expect((await submitOperation(w.ctx, w.stripe, 'refund:late_1')).operation.state).toBe('confirmed');
     const again = w.sandbox.seedRefund({
@@ -112,19 +104,19 @@ describe.each(backends)('webhooks never leave needs_review, store on $name', (ba
       review_reason: 'duplicate',
     });
     expect(w.sandbox.refunds({ payment_intent: pi })).toHaveLength(2);
-    expect((await runPass(w.ctx, async () => w!.stripe)).needs_review_total).toBe(1);
+    expect((await runPass(w.ctx, async () => w.stripe)).needs_review_total).toBe(1);
   });
   it('refunds carrying an approved operation before its first submit: the first one puts it in review before anything is sent, never an error', async () => {
-    w = await startStripeWorld(backend);
+    const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([
       { id: 'refund:pre_1', amount: 900 },
       { id: 'refund:pre_2', amount: 900 },
     ]);
     const planted = (id: string) =>
-      w!.sandbox.seedRefund({ payment_intent: pi, amount: 900, currency: 'usd', metadata: { recon_operation_id: id } });
+      w.sandbox.seedRefund({ payment_intent: pi, amount: 900, currency: 'usd', metadata: { recon_operation_id: id } });
     const deliver = async (refundId: string) => {
-      const { body, signature } = signedEvent(w!.sandbox, 'refund.created', refundId);
-      return ingestWebhook(w!.ctx, w!.stripe, body, signature);
+      const { body, signature } = signedEvent(w.sandbox, 'refund.created', refundId);
+      return ingestWebhook(w.ctx, w.stripe, body, signature);
     };
     // pre_1: one planted refund carrying a never-sent operation is a side effect made outside recon:
     // review at once, so the first submit sends nothing (campaign defect 5).

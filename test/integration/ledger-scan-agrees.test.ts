@@ -6,44 +6,26 @@
  * the Stripe sandbox; the sandbox's ledger is what counts.
  */
 import fc from 'fast-check';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LoadedConfig } from '../../src/config/types.js';
 import { createProvider } from '../../src/providers/index.js';
 import { createClient } from '../../src/providers/stripe/client.js';
 import { MIN_OPS } from '../../src/providers/stripe/scan.js';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import type { LookupQuery, LookupResult } from '../../src/types.js';
-import { backends, removeTempStores } from '../support/backends.js';
+import { describeWorld } from '../support/describe-world.js';
 import { sandboxConfig } from '../support/stripe-config.js';
-import type { World } from '../support/world.js';
-import {
-  arrangeUnknownOutcomes,
-  recordOk,
-  refundOp,
-  run,
-  show,
-  SLOW_STORE_TIMEOUT_MS,
-  startIncidentWorld,
-} from './incidents-support.js';
-
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
+import { arrangeUnknownOutcomes, recordOk, refundOp, run, show } from './incidents-support.js';
 
 const HOUR = 3600_000;
 const ids = (r: { matches: { provider_id: string }[] }) => r.matches.map((t) => t.provider_id).sort();
 
-describe.each(backends)('recon run with a predated duplicate in the backlog, store on $name', (backend) => {
-  let world: World | undefined;
-  afterEach(async () => {
-    await world?.close();
-    world = undefined;
-  });
-
+describeWorld('recon run with a predated duplicate in the backlog', (suite) => {
   it('a refund carrying the operation, created an hour before it was recorded: needs_review duplicate, as its own lookup says', async () => {
     // The sandbox's clock is moved back to seed the past: payment intents paid two hours ago; then a
     // refund carrying the first operation's id, created one hour ago (an earlier run of the same job).
     let offsetMs = -2 * HOUR;
-    world = await startIncidentWorld({ backend, stripe: { now: () => Date.now() + offsetMs } });
+    const world = await suite.world({ stripe: { now: () => Date.now() + offsetMs } });
     const w = world;
     const N = 2 * MIN_OPS;
     const ops = Array.from({ length: N }, (_, i) => {
@@ -80,7 +62,7 @@ describe.each(backends)('recon run with a predated duplicate in the backlog, sto
   });
 
   it('records in the observation that an answer came from the ledger scan', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const w = world;
     const N = 2 * MIN_OPS;
     const ops = Array.from({ length: N }, (_, i) => {

@@ -4,7 +4,7 @@
  * "found"; "nothing found", on which a retry is authorised, still comes from the operation's own
  * lookup. The real stripe-node SDK against the Stripe sandbox; the sandbox's ledger is what counts.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LoadedConfig, StripeProviderConfig } from '../../src/config/types.js';
 import { createProvider } from '../../src/providers/index.js';
 import { createClient } from '../../src/providers/stripe/client.js';
@@ -12,9 +12,8 @@ import { planLookup } from '../../src/providers/stripe/ledger.js';
 import { ledgerScan, MAX_AGE_MS, MIN_OPS } from '../../src/providers/stripe/scan.js';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import type { LookupQuery } from '../../src/types.js';
-import { backends, removeTempStores } from '../support/backends.js';
+import { describeWorld } from '../support/describe-world.js';
 import { sandboxConfig } from '../support/stripe-config.js';
-import type { World } from '../support/world.js';
 import {
   expectExit,
   PAST_WINDOW_MS,
@@ -22,13 +21,8 @@ import {
   refundOp,
   run,
   show,
-  SLOW_STORE_TIMEOUT_MS,
-  startIncidentWorld,
   arrangeUnknownOutcomes,
 } from './incidents-support.js';
-
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
 
 const listRequests = (sb: StripeSandbox) => sb.stats.byRoute['GET /v1/refunds'] ?? 0;
 
@@ -189,15 +183,9 @@ describe('the ledger scan, through stripe-node against the sandbox', () => {
   });
 });
 
-describe.each(backends)('recon run over a backlog, store on $name', (backend) => {
-  let world: World | undefined;
-  afterEach(async () => {
-    await world?.close();
-    world = undefined;
-  });
-
+describeWorld('recon run over a backlog', (suite) => {
   it('40 unknown outcomes, half committed: confirmed from the scan, the rest retried after their own lookups; one refund each', async () => {
-    world = await startIncidentWorld({ backend });
+    const world = await suite.world();
     const w = world;
     const N = 40;
     const ops = Array.from({ length: N }, (_, i) => {

@@ -6,16 +6,11 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { openRecon, type Recon } from '../../src/index.js';
-import { backends, removeTempStores } from '../support/backends.js';
 import { ROOT } from '../support/cli.js';
-import type { World } from '../support/world.js';
-import { SLOW_STORE_TIMEOUT_MS } from './incidents-support.js';
-import { refundRequests, startMcpWorld } from './mcp-support.js';
-
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
+import { describeWorld } from '../support/describe-world.js';
+import { mcpWorld, refundRequests } from './mcp-support.js';
 
 /** The ```ts block under "## Library API", its import of 'recon' pointed at this checkout. */
 function readmeExample(dir: string): string {
@@ -58,19 +53,16 @@ export function typedPayloads(recon: Recon) {
   void recon.act({ id: 'x', provider: 'warehouse', action: 'shipment.create', payload: { sku: 'A-1', qty: 2 } });
 }
 
-describe.each(backends)('the library facade, store on $name', (backend) => {
-  let world: World | undefined;
+describeWorld('the library facade', (suite) => {
   const saved = { ...process.env };
-  afterEach(async () => {
+  afterEach(() => {
     for (const k of ['RECON_CONFIG', 'STRIPE_API_KEY', 'STRIPE_WEBHOOK_SECRET', 'RECON_DB', 'DATABASE_URL'])
       if (saved[k] === undefined) delete process.env[k];
       else process.env[k] = saved[k];
-    await world?.close();
-    world = undefined;
   });
 
   it("the README's example refunds once; act again sends nothing; a changed amount is refused as the tools refuse it", async () => {
-    world = await startMcpWorld(backend);
+    const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 10000, currency: 'usd' });
     await world.release(); // the embedded store admits one opener: the example opens it
     Object.assign(process.env, {

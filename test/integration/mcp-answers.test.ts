@@ -6,27 +6,21 @@
  * refuses is a tool result naming the field, and nothing is recorded.
  */
 import fs from 'node:fs';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { backends, removeTempStores } from '../support/backends.js';
-import type { World } from '../support/world.js';
-import { expectExit, show, SLOW_STORE_TIMEOUT_MS } from './incidents-support.js';
-import { expectAction, refund, refundRequests, startMcpWorld, stdioAgent, type Agent } from './mcp-support.js';
+import { afterEach, expect, it } from 'vitest';
+import { describeWorld } from '../support/describe-world.js';
+import { expectExit, show } from './incidents-support.js';
+import { expectAction, refund, refundRequests, mcpWorld, stdioAgent, type Agent } from './mcp-support.js';
 
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
-
-describe.each(backends)('recon mcp answers, store on $name', (backend) => {
-  let world: World | undefined;
+describeWorld('recon mcp answers', (suite) => {
   let agent: Agent | undefined;
+  // Before the world closes (describeWorld's afterEach runs after this one).
   afterEach(async () => {
     await agent?.close();
     agent = undefined;
-    await world?.close();
-    world = undefined;
   });
 
   it('a changed amount on a confirmed refund says it is already refunded, never a new operation_id; the re-planned id waits for a person; one refund at Stripe', async () => {
-    world = await startMcpWorld(backend);
+    const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 10000, currency: 'usd' });
     agent = await stdioAgent(world, 'support-bot');
     const id = 'refund:ord_2001';
@@ -103,7 +97,7 @@ describe.each(backends)('recon mcp answers, store on $name', (backend) => {
   });
 
   it('input recon refuses is a tool result naming the field (invalid_input), and nothing is recorded', async () => {
-    world = await startMcpWorld(backend);
+    const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 10000, currency: 'usd' });
     agent = await stdioAgent(world);
     const refusedFor = async (tool: string, args: Record<string, unknown>, field: RegExp) => {
@@ -145,7 +139,7 @@ describe.each(backends)('recon mcp answers, store on $name', (backend) => {
   });
 
   it('check_action that must wait says until when (retry_after) and not that recon is checking', async () => {
-    world = await startMcpWorld(backend);
+    const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 10000, currency: 'usd' });
     agent = await stdioAgent(world);
     const id = 'refund:ord_4001';

@@ -10,11 +10,11 @@
  */
 import http from 'node:http';
 import net from 'node:net';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { backends, removeTempStores } from '../support/backends.js';
+import { afterEach, expect, it, vi } from 'vitest';
+import { describeWorld } from '../support/describe-world.js';
 import type { World } from '../support/world.js';
 import type { JsonDoc } from '../support/cli.js';
-import { expectExit, show, SLOW_STORE_TIMEOUT_MS } from './incidents-support.js';
+import { expectExit, show } from './incidents-support.js';
 import {
   expectAction,
   httpAgent,
@@ -23,7 +23,7 @@ import {
   refundRequests,
   startHttpServer,
   startInProcessHttpServer,
-  startMcpWorld,
+  mcpWorld,
   stdioAgent,
   TOKEN,
   type Agent,
@@ -31,9 +31,6 @@ import {
   type HttpServerProcess,
   type InProcessHttpServer,
 } from './mcp-support.js';
-
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
 
 const initialize = {
   jsonrpc: '2.0',
@@ -102,7 +99,7 @@ function postWithHost(server: HttpServer, host: string, body: string): Promise<{
   });
 }
 
-describe.each(backends)('recon mcp --http, store on $name', (backend) => {
+describeWorld('recon mcp --http', (suite) => {
   let world: World | undefined;
   let server: InProcessHttpServer | undefined;
   let child: HttpServerProcess | undefined;
@@ -113,18 +110,17 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
     server = undefined;
     await child?.stop();
     child = undefined;
-    await world?.close();
-    world = undefined;
+    // The world is closed after this (describeWorld).
   });
 
   it('refuses to start without RECON_MCP_TOKEN (exit 2, naming the variable)', async () => {
-    world = await startMcpWorld(backend);
+    world = await suite.world(mcpWorld());
     const r = expectExit(await world.recon(['mcp', '--http', '--port', '8765']), 2);
     expect(r.stderr).toMatch(/RECON_MCP_TOKEN/);
   });
 
   it('the seed incident over HTTP: outcome_unknown, the second execute sends nothing, check_action confirms; one refund', async () => {
-    world = await startMcpWorld(backend);
+    world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     server = await startInProcessHttpServer(world);
     const agent = await httpAgent(server, 'support-bot');
@@ -135,7 +131,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   });
 
   it('no token or a wrong token → 401 and nothing is recorded or sent', async () => {
-    world = await startMcpWorld(backend);
+    world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     server = await startInProcessHttpServer(world);
     const call = {
@@ -168,7 +164,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   });
 
   it('a malformed JSON-RPC body gets a JSON-RPC error, and the server keeps serving', async () => {
-    world = await startMcpWorld(backend);
+    world = await suite.world(mcpWorld());
     server = await startInProcessHttpServer(world);
     const notJson = await post(server, '{"jsonrpc": "2.0", "method": ', auth);
     expect(notJson.status).toBe(400);
@@ -194,7 +190,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
 
   it('two agents call execute_action for one operation at once: one attempt, one refund', async () => {
     // A slow provider, so the second call arrives while the first request is in flight.
-    world = await startMcpWorld(backend, { latencyMs: 400 });
+    world = await suite.world(mcpWorld({ latencyMs: 400 }));
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     server = await startInProcessHttpServer(world);
     const a = await httpAgent(server, 'agent-a');
@@ -224,7 +220,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   });
 
   it('an Origin that is not allowed, or on loopback a Host that is not a loopback name, gets 403 and nothing is recorded (DNS rebinding)', async () => {
-    world = await startMcpWorld(backend);
+    world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     server = await startInProcessHttpServer(world, { allowOrigins: ['https://console.example.com'] });
     const propose = toolCall(2, 'propose_action', refund('refund:ord_8010', pi.payment_intent, 1000));
@@ -270,7 +266,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   });
 
   it('live sessions are capped (503 with a JSON-RPC error beyond --max-sessions); DELETE frees one, an idle one expires', async () => {
-    world = await startMcpWorld(backend);
+    world = await suite.world(mcpWorld());
     server = await startInProcessHttpServer(world, { maxSessions: 2 });
     const a = await httpAgent(server, 'agent-a');
     const b = await httpAgent(server, 'agent-b');
@@ -319,7 +315,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
 
   it('a second request with the id of one in flight in the session gets a JSON-RPC error; the first is answered; one refund', async () => {
     // Stripe's answer is held until released: no provider timeout may end the request first.
-    world = await startMcpWorld(backend, {}, { timeout: '60s', lease: '120s' });
+    world = await suite.world(mcpWorld({}, { timeout: '60s', lease: '120s' }));
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     server = await startInProcessHttpServer(world);
     const id = 'refund:ord_8011';
@@ -359,7 +355,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
 
   it('a tool call not answered in time gets a timeout error telling the agent not to send it again; nothing is sent twice', async () => {
     // Stripe's answer is held until released: recon's request timeout ends the request, not the provider's.
-    world = await startMcpWorld(backend, {}, { timeout: '60s', lease: '120s' });
+    world = await suite.world(mcpWorld({}, { timeout: '60s', lease: '120s' }));
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     server = await startInProcessHttpServer(world, { requestTimeoutMs: 5000 });
     const agent = await httpAgent(server);
@@ -387,7 +383,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   });
 
   it('accepts the bearer scheme in any case (RFC 7235); failed authentications from one address are limited (429)', async () => {
-    world = await startMcpWorld(backend);
+    world = await suite.world(mcpWorld());
     server = await startInProcessHttpServer(world);
     const lower = await httpAgent(server, 'lower-case', TOKEN, { Authorization: `bearer ${TOKEN}` });
     agents.push(lower);
@@ -411,7 +407,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   });
 
   it('a request body that does not arrive in time gets 408 and its connection is closed; the server keeps serving', async () => {
-    world = await startMcpWorld(backend);
+    world = await suite.world(mcpWorld());
     server = await startInProcessHttpServer(world, { bodyTimeoutMs: 500 });
     const url = new URL(server.url);
     // Slow loris: headers announce 1,000 bytes, ten arrive, the rest never does.
@@ -439,7 +435,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   });
 
   it('refuses to serve beyond loopback with a token shorter than 32 characters, or a bad --allow-origin (exit 2, nothing started)', async () => {
-    world = await startMcpWorld(backend);
+    world = await suite.world(mcpWorld());
     const short = expectExit(
       await world.recon(['mcp', '--http', '--port', '0', '--host', '0.0.0.0'], {
         env: { RECON_MCP_TOKEN: 'short-token' },
@@ -462,10 +458,10 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
     expect(stdio.stderr).toMatch(/only with --http/);
   });
 
-  it.runIf(backend.name === 'postgres')(
+  it.runIf(suite.backend.name === 'postgres')(
     'two recon mcp servers on one PostgreSQL store, one execute_action each at once: one attempt, one refund',
     async () => {
-      world = await startMcpWorld(backend, { latencyMs: 400 });
+      world = await suite.world(mcpWorld({ latencyMs: 400 }));
       const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
       const a = await stdioAgent(world, 'agent-a');
       const b = await stdioAgent(world, 'agent-b');
@@ -484,7 +480,7 @@ describe.each(backends)('recon mcp --http, store on $name', (backend) => {
   );
 
   it('SIGTERM stops the server cleanly (exit 0) and frees the store', async () => {
-    world = await startMcpWorld(backend);
+    world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' });
     child = await startHttpServer(world, { RECON_MCP_TOKEN: TOKEN }, [
       '--max-sessions',

@@ -4,27 +4,25 @@
  * connection dropped, and the agent asking again — the second click must be a status question.
  */
 import fs from 'node:fs';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { backends, removeTempStores } from '../support/backends.js';
+import { afterAll, afterEach, expect, it, vi } from 'vitest';
+import { describeWorld } from '../support/describe-world.js';
+import { startWorld } from '../support/world.js';
 import { collect } from '../support/cli.js';
 import type { World } from '../support/world.js';
-import { expectExit, show, SLOW_STORE_TIMEOUT_MS } from './incidents-support.js';
+import { expectExit, show } from './incidents-support.js';
 import {
   expectAction,
   playSeedIncident,
   refund,
   refundRequests,
-  startMcpWorld,
+  mcpWorld,
   stdioAgent,
   type Agent,
 } from './mcp-support.js';
 
-afterAll(() => removeTempStores());
-vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS });
-
 const TOOLS = ['check_action', 'execute_action', 'get_action', 'list_open_actions', 'propose_action'];
 
-describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
+describeWorld('recon mcp over stdio', (suite) => {
   /*
    * The first three tests share one world and one server child where they do not interfere (their
    * own operation ids and payment intents; requests and refunds are counted from each test's start): a
@@ -34,7 +32,7 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
    */
   let shared: World | undefined;
   let sharedServer: Agent | undefined;
-  const sharedWorld = async () => (shared ??= await startMcpWorld(backend));
+  const sharedWorld = async () => (shared ??= await startWorld({ ...mcpWorld(), backend: suite.backend }));
   const sharedAgent = async () => (sharedServer ??= await stdioAgent(await sharedWorld(), 'support-bot'));
   const stopShared = async () => {
     await sharedServer?.close();
@@ -46,13 +44,10 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
     shared = undefined;
   };
 
-  let world: World | undefined;
   let agent: Agent | undefined;
   afterEach(async ({ task }) => {
     await agent?.close();
     agent = undefined;
-    await world?.close();
-    world = undefined;
     if (task.result?.state === 'fail') await dropShared();
   });
   afterAll(dropShared);
@@ -112,7 +107,7 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
     expect(world.stripe.refunds()).toHaveLength(refundsBefore);
 
     // A person approves. On the embedded store the server holds the lock, so it stops first.
-    if (backend.name === 'pglite') await stopShared();
+    if (suite.backend.name === 'pglite') await stopShared();
     expectExit(await world.recon(['ops', 'approve', big, '--ref', 'FIN-42', '--actor', 'alice']), 0);
     agent = await sharedAgent();
 
@@ -165,7 +160,7 @@ describe.each(backends)('recon mcp over stdio, store on $name', (backend) => {
   });
 
   it('stdin closing stops the server cleanly: exit 0, and the store is free for the next command', async () => {
-    world = await startMcpWorld(backend);
+    const world = await suite.world(mcpWorld());
     await world.release(); // the embedded store admits one process (a world may start on an open one)
     const child = world.spawn(['mcp']);
     const init = {

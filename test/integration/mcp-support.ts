@@ -16,21 +16,19 @@ import { createDeps } from '../../commands/support/deps.js';
 import { serveHttp, type HttpServeOptions } from '../../src/agent/http.js';
 import { BIN, cleanEnv, ROOT, type JsonDoc } from '../support/cli.js';
 import { bufferIO } from '../support/in-process.js';
-import type { Backend } from '../support/backends.js';
 import type { World, WorldOptions } from '../support/world.js';
-import { startIncidentWorld } from './incidents-support.js';
 
 export const TOKEN = 'mcp-test-token-0123456789abcdef';
 
 /** A small refund is auto-approved; a larger one waits for a person. */
 const AUTO_APPROVE = { maxAmount: 5000, currencies: ['usd'] };
 
-export function startMcpWorld(
-  backend: Backend,
+/** The options of an agent's world (describeWorld's `suite.world(mcpWorld())`): a small refund is auto-approved. */
+export function mcpWorld(
   stripe: WorldOptions['stripe'] = {},
   stripeConfig: Record<string, unknown> = {},
-): Promise<World> {
-  return startIncidentWorld({ backend, stripe, stripeConfig: { autoApprove: AUTO_APPROVE, ...stripeConfig } });
+): Omit<WorldOptions, 'backend'> {
+  return { stripe, stripeConfig: { autoApprove: AUTO_APPROVE, ...stripeConfig } };
 }
 
 function worldEnv(world: World, extra: Record<string, string> = {}): Record<string, string> {

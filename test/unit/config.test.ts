@@ -8,6 +8,7 @@ import type { HttpProviderConfig, StripeProviderConfig } from '../../src/config/
 import { clearSecrets } from '../../src/config/redact.js';
 import { UsageError } from '../../src/errors.js';
 import { createProvider } from '../../src/providers/index.js';
+import { warehouseProviderConfig } from '../../src/sandbox/warehouse/provider-config.js';
 
 const H = 3_600_000;
 
@@ -46,20 +47,10 @@ export const SPEC_EXAMPLE = {
       timeout: '20s',
       lease: '2m',
     },
-    warehouse: {
-      type: 'http',
-      baseUrl: 'https://warehouse.internal',
-      headers: { Authorization: 'Bearer ${WAREHOUSE_TOKEN}' },
-      idempotencyHeader: 'Idempotency-Key',
-      submit: { method: 'POST', path: '/v1/shipments' },
-      lookup: { method: 'GET', path: '/v1/shipments?client_reference={client_reference}', list: 'data' },
-      get: { path: '/v1/shipments/{id}' },
-      fields: { id: 'id', status: 'status', idempotencyKey: 'idempotency_key', clientReference: 'client_reference' },
-      status: { confirmed: ['created', 'shipped'], pending: ['processing'], failed: ['rejected'] },
-      lookupAuthoritative: false,
-      keyRetention: '7d',
+    // SPEC §6's example, as the warehouse sandbox's own mapping.
+    warehouse: warehouseProviderConfig('https://warehouse.internal', '${WAREHOUSE_TOKEN}', {
       uncertaintyWindow: '10m',
-    },
+    }),
     calendar: { type: 'module', module: './providers/calendar.js' },
   },
 };

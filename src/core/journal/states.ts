@@ -5,22 +5,25 @@ import { STATES, type State, TERMINAL_STATES, UNRESOLVED_STATES } from '../../ty
  * The state machine of SPEC §3, in one place. Every state change in recon goes through
  * `assertTransition` (called by `transition()`), so an illegal move is an error, never applied.
  *
- * Additions to the SPEC's table:
- * - `submitting → needs_review`: SPEC §3 classifies a 400 `idempotency_error` on submit as
- *   `needs_review`, which the table's `submitting` row omits.
- * - `approved → needs_review`, reason `payload_tampered`: the payload no longer matches its
- *   stored hash when the attempt is claimed (SPEC §5); nothing is sent. Reason `duplicate` or
- *   `mismatch`: a live provider transaction carrying the operation's id was found before its first
- *   submit (a side effect made outside recon): the submit must not make a second one.
- * - `confirmed → needs_review`, reason `duplicate`: a second provider transaction found for a
- *   confirmed operation (SPEC §3).
- * - `failed → needs_review`, reason `duplicate` or `mismatch`: a live provider transaction found for
- *   an operation recon holds as failed contradicts it; a person must see it. Before this line the
- *   move was refused and the webhook that found it answered 500 on every redelivery (campaign).
+ * The SPEC's table, with what §3's prose and §5 add (all of them moves into `needs_review`):
  * - `→ needs_review` from any state but `cancelled`, reason `escalated`, by a person only (`recon
- *   escalate`, SPEC §3): "the customer reports two refunds" on a confirmed operation is exactly when
- *   a person must be able to put it in front of people. These are the only ways out of `confirmed`
- *   and `failed`; `cancelled` has none.
+ *   escalate`, SPEC §3): so also `proposed` and `submitting → needs_review`, which the table's rows
+ *   leave out. "The customer reports two refunds" on a confirmed operation is exactly when.
+ * - `submitting → needs_review`: SPEC §3 classifies a 400 `idempotency_error` on submit as
+ *   `needs_review` (reason `idempotency_conflict`), which the table's `submitting` row omits; a
+ *   response naming a transaction that contradicts the operation (`mismatch`) or a second one
+ *   (`duplicate`) goes there too.
+ * - `approved → needs_review` not only escalated: reason `payload_tampered`, the payload no longer
+ *   matches its stored hash when the attempt is claimed (SPEC §5), nothing is sent; reason
+ *   `duplicate` or `mismatch`, a live provider transaction carrying the operation's id was found
+ *   before its first submit (a side effect made outside recon): the submit must not make a second.
+ * - `confirmed → needs_review` (the table's "except"): reason `duplicate`, a second provider
+ *   transaction found, or `escalated`.
+ * - `failed → needs_review` (the table's "except"): reason `duplicate` or `mismatch`, a live
+ *   provider transaction found for an operation recon holds as failed contradicts it (before this
+ *   move existed the webhook that found it answered 500 on every redelivery: campaign), or
+ *   `escalated`. These are the only ways out of `confirmed` and `failed`; `cancelled` has none.
+ * test/unit/states.test.ts holds the whole table, every move with every reason and mover.
  *
  * Who moves matters: the exits of `needs_review` are a person's (`review resolve`, `attach`).
  * A webhook, a lookup or a late response found 18 operations in review and confirmed them, which
