@@ -1,7 +1,9 @@
 import type { Provider, State, WebhookEvent } from '../../types.js';
 import type { CoreContext } from '../journal/context.js';
+import type { Queryable } from '../../store/db.js';
 import { applyFoundTransaction } from './apply.js';
-import { findOperation, lockOperation } from '../journal/operations.js';
+import { lockOperation } from '../journal/operations.js';
+import { NotFoundError } from '../../errors.js';
 
 export interface IngestResult {
   event_id: string;
@@ -71,7 +73,9 @@ async function applyEvent(ctx: CoreContext, provider: Provider, event: WebhookEv
       );
       operationId = linked.rows[0]?.operation_id ?? null;
     }
-    const op = operationId ? await findOperation(tx, operationId) : null;
+    // Read once, locked: the row applyFoundTransaction decides on (a plain read, then the locking one,
+    // was one more round trip per event in a transaction every delivery waits for).
+    const op = operationId && txn ? await lockedOperation(tx, operationId) : null;
     if (!op || !txn) {
       return {
         event_id: event.event_id,
@@ -82,13 +86,7 @@ async function applyEvent(ctx: CoreContext, provider: Provider, event: WebhookEv
         state: null,
       };
     }
-    await tx.query('UPDATE recon.webhook_events SET operation_id = $3 WHERE provider = $1 AND event_id = $2', [
-      provider.name,
-      event.event_id,
-      op.id,
-    ]);
-    const locked = await lockOperation(tx, op.id);
-    const found = await applyFoundTransaction(tx, locked, provider.name, txn, {
+    const found = await applyFoundTransaction(tx, op, provider.name, txn, {
       source: 'webhook',
       via: 'webhook',
       actor: ctx.actor,
@@ -97,11 +95,21 @@ async function applyEvent(ctx: CoreContext, provider: Provider, event: WebhookEv
       detail: { event_id: event.event_id, type: event.type },
     });
     const { effect, state } = found;
-    await tx.query('UPDATE recon.webhook_events SET applied = $3 WHERE provider = $1 AND event_id = $2', [
-      provider.name,
-      event.event_id,
-      effect === 'transitioned',
-    ]);
+    // The event's operation and effect in one update, in the transaction that applied it.
+    await tx.query(
+      'UPDATE recon.webhook_events SET operation_id = $3, applied = $4 WHERE provider = $1 AND event_id = $2',
+      [provider.name, event.event_id, op.id, effect === 'transitioned'],
+    );
     return { event_id: event.event_id, type: event.type, duplicate: false, operation_id: op.id, effect, state };
   });
+}
+
+/** The operation, locked for this transaction, or null when there is none (the event is unmatched). */
+async function lockedOperation(tx: Queryable, id: string) {
+  try {
+    return await lockOperation(tx, id);
+  } catch (err) {
+    if (err instanceof NotFoundError) return null;
+    throw err;
+  }
 }
