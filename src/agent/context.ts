@@ -8,7 +8,7 @@ import type { AuditKey } from '../lib/keyed-hash.js';
 import type { CoreContext } from '../core/journal/context.js';
 import type { Db } from '../store/db.js';
 import type { Operation, Provider } from '../types.js';
-import { findOperation, txnIdsByOperation } from '../core/journal/operations.js';
+import { rowToOperation, type OperationRow } from '../core/journal/operations.js';
 
 export interface Agent {
   db: Db;
@@ -43,9 +43,18 @@ export function toolCall(agent: Agent, clientName: string | undefined): ToolCall
   return { agent, ctx: { db: agent.db, actor: actorFor(clientName), now: agent.now, auditKey: agent.auditKey } };
 }
 
-/** The operation as it is now and its linked provider transaction ids; null when not recorded. */
+/**
+ * The operation as it is now and its linked provider transaction ids; null when not recorded. One
+ * query (a tool call reads this up to twice): with 20 agents at once, every round trip to the store
+ * is CPU the server shares with them (issue 28: ~17 queries per tool call on PostgreSQL).
+ */
 export async function currentOperation(db: Db, id: string): Promise<{ op: Operation; txnIds: string[] } | null> {
-  const op = await findOperation(db, id);
-  if (!op) return null;
-  return { op, txnIds: (await txnIdsByOperation(db, [id])).get(id) ?? [] };
+  const r = await db.query<OperationRow & { txn_ids: string[] | null }>(
+    `SELECT o.*, ARRAY(SELECT t.provider_id FROM recon.provider_transactions t
+                        WHERE t.operation_id = o.id ORDER BY t.linked_at, t.provider_id) AS txn_ids
+       FROM recon.operations o WHERE o.id = $1`,
+    [id],
+  );
+  const row = r.rows[0];
+  return row ? { op: rowToOperation(row), txnIds: row.txn_ids ?? [] } : null;
 }

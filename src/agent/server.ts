@@ -32,5 +32,31 @@ export function createAgentServer(agent: Agent, version: string): McpServer {
     registerListOpenActions,
   ])
     register(tools, calls);
+  shareToolList(server);
   return server;
+}
+
+type ListHandler = (request: unknown, extra: unknown) => Promise<unknown>;
+
+/** This process's tools/list answer, made once by the first session's McpServer. */
+let toolList: Promise<unknown> | undefined;
+
+/**
+ * Every session's McpServer lists the same tools (registered above, never changed), and the SDK
+ * turns their zod schemas into JSON Schema anew on each tools/list: ~4 ms of CPU each, a sixth of
+ * `recon mcp --http`'s time in 300 sessions opened, listed and closed (issue 28, node --cpu-prof).
+ * The first answer is kept and given to every session. The SDK's own handler (the protocol keeps it
+ * in a private map) makes it; should that map move, each session lists as the SDK does.
+ */
+function shareToolList(server: McpServer): void {
+  const handlers = (server.server as unknown as { _requestHandlers?: Map<string, ListHandler> })._requestHandlers;
+  const sdk = handlers?.get('tools/list');
+  if (!handlers || !sdk) return;
+  handlers.set('tools/list', (request, extra) => {
+    toolList ??= sdk(request, extra).catch((err: unknown) => {
+      toolList = undefined;
+      throw err;
+    });
+    return toolList;
+  });
 }

@@ -4,8 +4,10 @@
  * the provider replays) and 5 (the key has outlived the provider's retention: a human decides).
  */
 import { attemptsOf, getOperation, transactionsOf } from '../core/journal/operations.js';
+import { formatDuration } from '../lib/durations.js';
 import type { WarehouseSandbox } from '../sandbox/warehouse/server.js';
 import { decisionOf, describeOutcome, type Scene, type Stage } from './stage.js';
+import { LEGACY_KEY_RETENTION_MS } from './world.js';
 
 /** Long past the demo's end: only a retry, never the lookup, can find these shipments. */
 const HIDDEN_MS = 10 * 60_000;
@@ -106,7 +108,7 @@ export function keyRetentionPassed(stage: Stage): Scene {
     async setup() {
       await stage.heading();
       await stage.say(
-        `recording ${id} at the legacy warehouse, which forgets idempotency keys after 1s and cannot list everything it holds`,
+        `recording ${id} at the legacy warehouse, which forgets idempotency keys after ${formatDuration(LEGACY_KEY_RETENTION_MS)} and cannot list everything it holds`,
       );
       const r = await submitHidden(stage, legacyWarehouse, id, 'warehouse-legacy', order, 'DEMO-5');
       await stage.say(`ops submit → ${describeOutcome(r)}; committed but not visible to lookups`);

@@ -16,8 +16,14 @@ import { openStore } from '../store/open.js';
 import type { Provider } from '../types.js';
 import { warehouseProviderConfig } from '../sandbox/warehouse/provider-config.js';
 
-/** The uncertainty window every demo provider uses: long enough to show a wait, short enough to sit through. */
-export const DEMO_WINDOW_MS = 1000;
+/**
+ * The uncertainty window every demo provider uses: long enough to show a wait, short enough to sit
+ * through. The demo waits it out once (play.ts), so it is a fourth of the demo's wall time at 1 s;
+ * what the demo shows (a wait inside the window, a retry past it) is the same at 500 ms.
+ */
+export const DEMO_WINDOW_MS = 500;
+/** How long the legacy warehouse keeps an idempotency key: past it by the second run (incident 5). */
+export const LEGACY_KEY_RETENTION_MS = 500;
 export const DEMO_STORE_URL = 'memory:';
 const DEMO_ACTOR = 'recon-demo';
 
@@ -57,7 +63,10 @@ export async function startDemoWorld(o: { now?: () => Date } = {}): Promise<Demo
     opened.push(stripe);
     const warehouse = await startWarehouseSandbox({ token: WAREHOUSE_TOKEN });
     opened.push(warehouse);
-    const legacyWarehouse = await startWarehouseSandbox({ token: WAREHOUSE_TOKEN, keyRetentionMs: 1000 });
+    const legacyWarehouse = await startWarehouseSandbox({
+      token: WAREHOUSE_TOKEN,
+      keyRetentionMs: LEGACY_KEY_RETENTION_MS,
+    });
     opened.push(legacyWarehouse);
     const text = JSON.stringify({
       providers: {
@@ -75,7 +84,7 @@ export async function startDemoWorld(o: { now?: () => Date } = {}): Promise<Demo
           autoApprove: { maxAmount: 5000, currencies: ['usd'] },
         },
         warehouse: warehouseConfig(warehouse.url, '7d'),
-        'warehouse-legacy': warehouseConfig(legacyWarehouse.url, '1s'),
+        'warehouse-legacy': warehouseConfig(legacyWarehouse.url, `${LEGACY_KEY_RETENTION_MS}ms`),
       },
     });
     // The path only anchors module providers, which the demo has none of; the file is never written.

@@ -42,9 +42,11 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
     const template = absDir === undefined || isEmptyFolder(absDir) ? opts.template?.() : undefined;
     const { PGlite } = await import('@electric-sql/pglite');
     // PGlite already returns int8 as a number; numeric (amount sums) comes back as text otherwise.
+    const smallPool = absDir === undefined || (template !== undefined && shortLived);
     pg = await PGlite.create(absDir, {
       parsers: { [NUMERIC_OID]: (v: string) => Number(v) },
       ...(template ? { loadDataDir: template } : {}),
+      ...(smallPool ? { startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${SMALL_POOL}`] } : {}),
       ...(await files),
     });
     if (template) {
@@ -85,12 +87,16 @@ export function templateVersions(db: Db): number[] {
 
 /**
  * A new in-memory store migrated by the migrations (not from a template), dumped as a gzipped data
- * folder tarball: the migrated store template's contents.
+ * folder tarball: the migrated store template's contents. Its WAL is written in 1 MB segment files
+ * (initdb --wal-segsize=1) rather than 16 MB ones: a store holds at least its current segment, all of
+ * it, and every new store is a copy of this folder (its bytes inflated, untarred and written), so the
+ * 16 MB segment, nearly all zeros, was 40% of what each copy moved (41 → 30 MB). The segment size is
+ * the store's own from then on (pg_control), like any initdb option; PostgreSQL handles either.
  */
 export async function dumpMigratedStore(): Promise<Uint8Array> {
   const { migrate } = await import('./migrate.js');
   const { PGlite } = await import('@electric-sql/pglite');
-  const pg = await PGlite.create({ ...(await runtimeFiles()) });
+  const pg = await PGlite.create({ ...(await runtimeFiles()), initDbStartParams: ['--wal-segsize=1'] });
   try {
     await migrate(wrap(pg, 'memory:'));
     const blob = await pg.dumpDataDir('gzip');
@@ -148,7 +154,21 @@ function wrap(pg: PGlite, displayUrl: string, lock?: StoreLock, absDir?: string)
  */
 export function useBaselineWasm(): void {
   v8.setFlagsFromString(BASELINE_WASM_FLAGS);
+  shortLived = true;
 }
+
+/**
+ * PostgreSQL's buffer pool for a store that this process fills from nothing and that lives briefly:
+ * a `memory:` store (the demo, tests: its data is in memory already), and a new `pglite:` folder
+ * made from the template by a one-shot command (`recon init`, a first `ops record`). Its shared
+ * memory is zeroed at every start by PGlite's libc (memset, on the baseline WebAssembly tier):
+ * with initdb's 128MB, ~0.5 s of the demo's and of init's ~2 s store start (node --cpu-prof: memset
+ * under mmap under main); with 16MB, a sixth of that. Only this start: the folder keeps initdb's
+ * setting, and every later open of it uses it, as any other store's does.
+ */
+const SMALL_POOL = '16MB';
+/** Set by useBaselineWasm: this process runs one command and exits. */
+let shortLived = false;
 
 /** Both, at once: without dynamic tiering, --no-wasm-tier-up alone tiers every function up eagerly. */
 export const BASELINE_WASM_FLAGS = '--no-wasm-dynamic-tiering --no-wasm-tier-up';
