@@ -8,6 +8,7 @@ import { parseConfig } from '../../src/config/load.js';
 import { UsageError } from '../../src/errors.js';
 import { createProvider } from '../../src/providers/index.js';
 import type { ProviderTxn } from '../../src/types.js';
+import { recon } from '../support/cli.js';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures');
 
@@ -97,5 +98,78 @@ describe('module provider', () => {
     await expect(createProvider('calendar', loadFrom(FIXTURES, { module: './providers/nope.mjs' }))).rejects.toThrow(
       /^providers\.calendar\.module: cannot load \.\/providers\/nope\.mjs \(file not found\)/,
     );
+  });
+
+  describe("a module's malformed answers are answers recon cannot use, never a crash", () => {
+    const module = (lookup: string, submit = "{ outcome: 'unknown', error_class: 'timeout' }", get = 'null') =>
+      `export default { capabilities: { lookupAuthoritative: true }, async submit() { return ${submit}; }, async lookup() { return ${lookup}; }, async get() { return ${get}; } };\n`;
+
+    it('a lookup without its lists, or with a broken transaction, is unavailable naming what is wrong', async () => {
+      const folder = moduleFolder();
+      const cases: [string, RegExp][] = [
+        ["{ result: 'found' }", /lookup\(\) answered with matches is not an array/],
+        ["{ result: 'found', matches: [{ provider_id: 'inv_1' }] }", /matches\[0\] has no state/],
+        ["{ result: 'yes', matches: [] }", /result "yes" \(one of found, not_found/],
+        ["{ result: 'found', matches: [] }", /result "found" with no transaction in matches/],
+        ['undefined', /an answer that is not an object/],
+      ];
+      for (const [i, [answer, why]] of cases.entries()) {
+        writeFileSync(path.join(folder, `m${i}.mjs`), module(answer));
+        const p = await createProvider('calendar', loadFrom(folder, { module: `./m${i}.mjs` }));
+        const l = await p.lookup({ operation_id: 'op_1' });
+        expect(l, answer).toMatchObject({ result: 'unavailable', matches: [], candidates: [] });
+        expect(l.error, answer).toMatch(why);
+      }
+      // The lists may be left out where nothing was found; optional transaction fields default to null.
+      writeFileSync(path.join(folder, 'nf.mjs'), module("{ result: 'not_found' }"));
+      const nf = await createProvider('calendar', loadFrom(folder, { module: './nf.mjs' }));
+      expect(await nf.lookup({})).toEqual({ result: 'not_found', matches: [], candidates: [] });
+      writeFileSync(
+        path.join(folder, 'f.mjs'),
+        module("{ result: 'found', matches: [{ provider_id: 'inv_1', state: 'confirmed', status: 'sent' }] }"),
+      );
+      const f = await createProvider('calendar', loadFrom(folder, { module: './f.mjs' }));
+      expect((await f.lookup({})).matches[0]).toMatchObject({ provider_id: 'inv_1', amount: null, currency: null });
+    });
+
+    it('a submit answer recon cannot read is an unknown outcome, never a failure; a broken get() is exit 5', async () => {
+      const folder = moduleFolder();
+      writeFileSync(
+        path.join(folder, 's.mjs'),
+        module("{ result: 'not_found' }", "{ outcome: 'confirmed' }", '{ id: 1 }'),
+      );
+      const p = await createProvider('calendar', loadFrom(folder, { module: './s.mjs' }));
+      expect(await p.submit(invite('op_s'))).toMatchObject({ outcome: 'unknown', error_class: 'malformed_answer' });
+      await expect(p.get('inv_1')).rejects.toMatchObject({
+        exitCode: 5,
+        message: /get\(\) answered with a transaction that has no provider_id/,
+      });
+    });
+
+    it('recon run over a module that answers a lookup without lists: exit 5 (unavailable), not exit 1, and the operation stays unresolved', async () => {
+      const folder = moduleFolder();
+      writeFileSync(path.join(folder, 'p.mjs'), module("{ result: 'found' }"));
+      writeFileSync(
+        path.join(folder, 'recon.config.json'),
+        JSON.stringify({ providers: { cal: { type: 'module', module: './p.mjs' } } }),
+      );
+      const op = JSON.stringify({
+        id: 'inv:1',
+        provider: 'cal',
+        action: 'invite',
+        payload: { email: 'a@example.com' },
+        approval: 'T-1',
+      });
+      expect((await recon(['ops', 'record', '-'], { cwd: folder, input: op })).code).toBe(0);
+      expect((await recon(['ops', 'submit', 'inv:1'], { cwd: folder })).code).toBe(7);
+      const run = await recon(['run', '--json'], { cwd: folder });
+      expect(run.stderr).not.toMatch(/Cannot read properties/);
+      expect(run.code).toBe(5);
+      expect(run.json.decisions).toEqual([
+        expect.objectContaining({ id: 'inv:1', decision: 'unavailable', state: 'outcome_unknown' }),
+      ]);
+      const lookup = await recon(['lookup', 'inv:1', '--json'], { cwd: folder });
+      expect(lookup.code).toBe(5);
+    });
   });
 });

@@ -15,6 +15,7 @@ import type { Provider, ProviderCapabilities } from '../../types.js';
 import { checkLease, DEFAULT_CAPABILITIES } from '../../config/providers.js';
 import { redact } from '../../config/redact.js';
 import { trustedModulePath } from '../../config/trust.js';
+import { checkedGet, checkedLookup, checkedSubmit } from './answers.js';
 
 interface ModuleContext {
   name: string;
@@ -79,9 +80,10 @@ export async function loadModuleProvider(config: ModuleProviderConfig): Promise<
     name: config.name,
     type: 'module',
     capabilities,
-    submit: (req) => p.submit(req),
-    lookup: (query) => p.lookup(query),
-    get: (id) => p.get(id),
+    // Its answers are checked here (./answers.ts): a malformed one is an answer recon cannot use.
+    submit: async (req) => checkedSubmit(config.name, await p.submit(req)),
+    lookup: async (query) => checkedLookup(config.name, await p.lookup(query)),
+    get: async (id) => checkedGet(config.name, await p.get(id)),
   };
   for (const m of OPTIONAL) {
     if (typeof p[m] === 'function')
