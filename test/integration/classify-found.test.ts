@@ -13,7 +13,8 @@ import { ingestWebhook } from '../../src/core/found/webhooks.js';
 import { getOperation, transactionsOf } from '../../src/core/journal/operations.js';
 import { runPass } from '../../src/core/reconcile/run.js';
 import { backends, removeTempStores } from '../support/backends.js';
-import { signedEvent, startStripeWorld, type StripeWorld } from './integrity-support.js';
+import { startStripeWorld, type StripeWorld } from '../support/stripe-world.js';
+import { signedEvent } from './integrity-support.js';
 
 afterAll(() => removeTempStores());
 

@@ -27,7 +27,10 @@ import { cleanEnv } from '../support/cli.js';
 import { bufferIO } from '../support/in-process.js';
 import type { World } from '../support/world.js';
 import { signedEvent } from './integrity-support.js';
-import { expectExit, recordOk, refundOp, SLOW_STORE_TIMEOUT_MS, startIncidentWorld } from './incidents-support.js';
+import { startWorld } from '../support/world.js';
+import { expectExit, recordOk, refundOp } from './incidents-support.js';
+
+const SLOW_STORE_TIMEOUT_MS = 150_000;
 
 afterAll(() => removeTempStores());
 vi.setConfig({ testTimeout: SLOW_STORE_TIMEOUT_MS, hookTimeout: SLOW_STORE_TIMEOUT_MS });
@@ -43,7 +46,7 @@ describe('run functions, called directly (store on pglite, Stripe sandbox)', () 
 
   /** Deps as the CLI builds them, on the world's open store and clock, with --yes. */
   async function start(command: string): Promise<{ w: World; d: Deps; pi: string }> {
-    world = await startIncidentWorld({ backend: embeddedBackend });
+    world = await startWorld({ backend: embeddedBackend });
     const env = cleanEnv({ STRIPE_API_KEY: world.stripe.apiKey, STRIPE_WEBHOOK_SECRET: world.stripe.webhookSecret });
     deps = createDeps(bufferIO(), { json: false, color: false, yes: true, quiet: true }, env, world.dir, command);
     const db = await world.db();

@@ -5,6 +5,7 @@
  * decision taken from half an answer.
  */
 import { ProviderUnavailableError } from '../../errors.js';
+import { unavailableLookup } from '../../core/found/lookup-result.js';
 import type { LookupResult, ProviderTxn, SubmitResult } from '../../types.js';
 
 const LOOKUP_RESULTS = new Set(['found', 'not_found', 'pending', 'unavailable', 'ambiguous']);
@@ -73,12 +74,9 @@ function lookupProblem(r: unknown): string | null {
 export function checkedLookup(provider: string, r: unknown): LookupResult {
   const problem = lookupProblem(r);
   if (problem) {
-    return {
-      result: 'unavailable',
-      matches: [],
-      candidates: [],
-      error: `module provider ${provider}: lookup() answered with ${problem}; a lookup answers {result, matches: [transactions], candidates: [transactions]} (SPEC §6)`,
-    };
+    return unavailableLookup(
+      `module provider ${provider}: lookup() answered with ${problem}; a lookup answers {result, matches: [transactions], candidates: [transactions]} (SPEC §6)`,
+    );
   }
   const l = r as LookupResult;
   return { ...l, matches: (l.matches ?? []).map(normalTxn), candidates: (l.candidates ?? []).map(normalTxn) };
