@@ -7,3 +7,8 @@
 export function dict<T>(): Record<string, T> {
   return Object.create(null) as Record<string, T>;
 }
+
+/** A JSON object (not null, not an array): what a record, a payload or an answer must be. */
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}

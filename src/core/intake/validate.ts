@@ -1,5 +1,6 @@
 import { UsageError } from '../../errors.js';
 import { isCurrency } from '../../lib/money.js';
+import { isPlainObject } from '../../lib/dict.js';
 
 /**
  * Validation of an operation as it enters recon (a JSON file, stdin, the library API).
@@ -145,10 +146,6 @@ function validateCurrency(v: unknown, field: string): string | null {
   return v.toLowerCase();
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 /**
  * Validates one operation. `where` prefixes messages ("line 3: ", "[2]: ") so a batch error
  * points at the offending record. `providers` are the configured provider names.
@@ -259,8 +256,7 @@ export function parseOperationsText(text: string, source: string): unknown[] {
 
 function isJsonObject(line: string): boolean {
   try {
-    const v: unknown = JSON.parse(line);
-    return typeof v === 'object' && v !== null && !Array.isArray(v);
+    return isPlainObject(JSON.parse(line));
   } catch {
     return false;
   }

@@ -6,18 +6,18 @@
  */
 import { ProviderUnavailableError } from '../../errors.js';
 import { unavailableLookup } from '../../core/found/lookup-result.js';
+import { isPlainObject } from '../../lib/dict.js';
 import type { LookupResult, ProviderTxn, SubmitResult } from '../../types.js';
 
 const LOOKUP_RESULTS = new Set(['found', 'not_found', 'pending', 'unavailable', 'ambiguous']);
 const SUBMIT_OUTCOMES = new Set(['confirmed', 'pending', 'failed', 'unknown', 'conflict']);
 const TXN_STATES = new Set(['confirmed', 'pending', 'failed']);
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const optionalString = (v: unknown) => v === undefined || v === null || typeof v === 'string';
 
 /** What is wrong with one transaction, or null. */
 function txnProblem(t: unknown): string | null {
-  if (!isRecord(t)) return 'is not an object';
+  if (!isPlainObject(t)) return 'is not an object';
   if (typeof t.provider_id !== 'string' || t.provider_id === '') return 'has no provider_id (a non-empty string)';
   if (typeof t.state !== 'string' || !TXN_STATES.has(t.state)) return 'has no state (confirmed, pending or failed)';
   if (typeof t.status !== 'string') return 'has no status (the provider’s own status string)';
@@ -53,7 +53,7 @@ function normalTxn(t: ProviderTxn): ProviderTxn {
 }
 
 function lookupProblem(r: unknown): string | null {
-  if (!isRecord(r)) return 'an answer that is not an object';
+  if (!isPlainObject(r)) return 'an answer that is not an object';
   if (typeof r.result !== 'string' || !LOOKUP_RESULTS.has(r.result))
     return `result ${JSON.stringify(r.result)} (one of ${[...LOOKUP_RESULTS].join(', ')})`;
   // "Nothing" and "could not ask" need no lists; every other answer is its lists.
@@ -83,7 +83,7 @@ export function checkedLookup(provider: string, r: unknown): LookupResult {
 }
 
 function submitProblem(r: unknown): string | null {
-  if (!isRecord(r)) return 'an answer that is not an object';
+  if (!isPlainObject(r)) return 'an answer that is not an object';
   if (typeof r.outcome !== 'string' || !SUBMIT_OUTCOMES.has(r.outcome))
     return `outcome ${JSON.stringify(r.outcome)} (one of ${[...SUBMIT_OUTCOMES].join(', ')})`;
   if (r.txn !== undefined && r.txn !== null) {
