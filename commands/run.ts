@@ -12,6 +12,9 @@ import { formatTime, waitingLine } from './support/format.js';
 import { renderTable, styleFor } from './support/style.js';
 import { printable } from './support/terminal.js';
 
+/** Operations backing off named on the human summary line; `--json` lists the first 100 and counts them all. */
+const BACKING_OFF_SHOWN = 5;
+
 export interface RunCommandOptions {
   provider?: string;
   limit?: number;
@@ -156,13 +159,16 @@ async function render(deps: Deps, s: RunSummary, verbose: boolean): Promise<void
   const line = `${s.dry_run ? 'dry run: ' : ''}claimed ${s.claimed}: confirmed ${s.confirmed}, failed ${s.failed}, pending ${s.pending}, retried ${s.retried}, escalated ${s.escalated}, waiting ${s.waiting}, unavailable ${s.unavailable} (${formatDuration(s.duration_ms)})`;
   info(deps.io, line);
   if (s.unavailable) info(deps.io, st.red(`${s.unavailable} lookup(s) found the provider unavailable: exit 5`));
-  if (s.backing_off.length)
+  if (s.backing_off_total) {
+    const shown = s.backing_off.slice(0, BACKING_OFF_SHOWN);
+    const more = s.backing_off_total - shown.length;
     info(
       deps.io,
-      `${s.backing_off.length} operation(s) not looked up: backing off after the provider was unavailable, until ${s.backing_off
+      `${s.backing_off_total} operation(s) not looked up: backing off after the provider was unavailable, until ${shown
         .map((b) => `${printable(b.id)} ${formatTime(b.until)}`)
-        .join(', ')}`,
+        .join(', ')}${more > 0 ? `, and ${more} more (recon ops list --unresolved)` : ''}`,
     );
+  }
   if (s.needs_review_total)
     info(deps.io, st.red(`${s.needs_review_total} operation(s) need a human: recon review list`));
 }

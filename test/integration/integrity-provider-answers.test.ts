@@ -121,4 +121,40 @@ describeWorld('the provider read as it answers', (suite) => {
     const human = expectExit(await world.recon(['--config', down, 'run', '--dry-run']), 0);
     expect(human.stderr).toMatch(/backing off after the provider was unavailable, until refund:down_1/);
   });
+
+  it('more than 100 operations backing off: the dry run claims none of them either, and both count them all', async () => {
+    const world = await suite.world();
+    const n = 105;
+    const ids = Array.from({ length: n }, (_, i) => `refund:many_${String(i).padStart(3, '0')}`);
+    const pis = ids.map(() => world.stripe.seedPaymentIntent({ amount: 5000, currency: 'usd' }).payment_intent);
+    await recordOk(
+      world,
+      ids.map((id, i) => refundOp(id, pis[i], 700)),
+    );
+    // Every first attempt is answered 500, nothing committed: outcome unknown.
+    world.stripe.faults.inject({ kind: 'status', status: 500 }, { times: 2 * n });
+    for (let i = 0; i < n; i += 35) {
+      const states = await Promise.all(ids.slice(i, i + 35).map(async (id) => (await submit(world, id)).state));
+      expect(states.every((state) => state === 'outcome_unknown')).toBe(true);
+    }
+    world.stripe.faults.clear();
+    // As after a long outage: their lookups found the provider unavailable, and they back off for an hour.
+    const db = await world.db();
+    await db.query(`UPDATE recon.operations SET next_check_at = $1::timestamptz WHERE id = ANY($2::text[])`, [
+      new Date(world.now().getTime() + HOUR).toISOString(),
+      ids,
+    ]);
+
+    const dry = expectExit(await world.recon(['run', '--dry-run', '--json']), 0);
+    const real = expectExit(await world.recon(['run', '--json']), 0);
+    for (const r of [dry, real]) {
+      expect(r.json).toMatchObject({ claimed: 0, backing_off_total: n });
+      expect(r.json.backing_off).toHaveLength(100);
+    }
+    const human = expectExit(await world.recon(['run', '--dry-run']), 0);
+    expect(human.stderr).toContain(`${n} operation(s) not looked up`);
+    expect(human.stderr).toContain(`and ${n - 5} more (recon ops list --unresolved)`);
+    // Nothing was sent: the provider holds no refund for any of them.
+    for (const pi of pis) expect(world.stripe.refunds({ payment_intent: pi })).toHaveLength(0);
+  });
 });

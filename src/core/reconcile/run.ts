@@ -45,9 +45,11 @@ export interface RunSummary {
   needs_review_total: number;
   /**
    * Unresolved operations not looked at because their provider was unavailable at their last lookup
-   * (they back off until `until`, ISO time): the same for `run` and `run --dry-run`. At most 100.
+   * (they back off until `until`, ISO time): the same for `run` and `run --dry-run`. The first 100,
+   * soonest first; `backing_off_total` counts them all.
    */
   backing_off: { id: string; until: string }[];
+  backing_off_total: number;
   unresolved_by_state: Record<string, number>;
   duration_ms: number;
   dry_run: boolean;
@@ -103,6 +105,7 @@ export async function runPass(ctx: CoreContext, providers: ProviderSource, o: Ru
       lease_expired: [],
       needs_review_total: 0,
       backing_off: [],
+      backing_off_total: 0,
       unresolved_by_state: {},
       duration_ms: 0,
       dry_run: Boolean(o.dryRun),
@@ -225,21 +228,35 @@ async function dryRunCandidates(pass: Pass, size: number): Promise<Operation[]> 
     provider: o.provider,
     limit: Math.max(size, pass.limit),
   });
-  // The real pass's claim skips operations backing off after an unavailable lookup: so does the dry run.
-  const waiting = new Set((await backingOff(ctx, o.provider, now)).map((b) => b.id));
+  // The real pass's claim skips operations backing off after an unavailable lookup: so does the dry
+  // run, for every candidate (not only the first 100 backing off that the summary lists).
+  const waiting = new Set(
+    (await backingOff(ctx, o.provider, now, { among: ops.map((op) => op.id) })).list.map((b) => b.id),
+  );
   return ops.filter((op) => !isInFlight(op, now) && !waiting.has(op.id)).reverse();
 }
 
-/** Operations `recon run` does not claim yet: backing off after an unavailable lookup (SPEC §4 step 6). */
-async function backingOff(ctx: CoreContext, provider: string | undefined, now: Date) {
-  const { rows } = await ctx.db.query<{ id: string; next_check_at: Date | string }>(
-    `SELECT id, next_check_at FROM recon.operations
+/**
+ * Operations `recon run` does not claim yet: backing off after an unavailable lookup (SPEC §4 step 6).
+ * The first `limit` soonest first, and how many there are; `among`: only these operations, all of them.
+ */
+async function backingOff(
+  ctx: CoreContext,
+  provider: string | undefined,
+  now: Date,
+  o: { among?: string[]; limit?: number } = {},
+) {
+  const { rows } = await ctx.db.query<{ id: string; next_check_at: Date | string; total: number }>(
+    `SELECT id, next_check_at, count(*) OVER ()::int AS total FROM recon.operations
       WHERE state IN ${UNRESOLVED_SQL} AND state <> 'needs_review' AND next_check_at > $1::timestamptz
-        AND ($2::text IS NULL OR provider = $2::text)
-      ORDER BY next_check_at, id LIMIT 100`,
-    [now.toISOString(), provider ?? null],
+        AND ($2::text IS NULL OR provider = $2::text) AND ($3::text[] IS NULL OR id = ANY($3::text[]))
+      ORDER BY next_check_at, id LIMIT $4`,
+    [now.toISOString(), provider ?? null, o.among ?? null, o.among ? o.among.length : (o.limit ?? 100)],
   );
-  return rows.map((r) => ({ id: r.id, until: new Date(r.next_check_at).toISOString() }));
+  return {
+    list: rows.map((r) => ({ id: r.id, until: new Date(r.next_check_at).toISOString() })),
+    total: rows.length ? Number(rows[0].total) : 0,
+  };
 }
 
 /** Each provider's `prepareLookups` with its operations of the batch; trouble here only means lookups one by one. */
@@ -354,7 +371,8 @@ async function summarise(pass: Pass, started: number): Promise<RunSummary> {
   for (const s of UNRESOLVED_STATES) summary.unresolved_by_state[s] = 0;
   for (const r of states.rows) summary.unresolved_by_state[r.state] = Number(r.n);
   summary.needs_review_total = summary.unresolved_by_state.needs_review ?? 0;
-  summary.backing_off = await backingOff(ctx, o.provider, pass.startedAt);
+  const waiting = await backingOff(ctx, o.provider, pass.startedAt);
+  [summary.backing_off, summary.backing_off_total] = [waiting.list, waiting.total];
   summary.decisions.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   summary.duration_ms = Date.now() - started;
   return summary;
