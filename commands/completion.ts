@@ -151,16 +151,23 @@ _recon() {
       *" $w "*) [[ $w != -* ]] && path="\${path:+$path }$w" ;;
     esac
   done
-  # The value of an option with known values (--outcome, --state): those values only.
-  v="$(_recon_values "$path|$prev")"
-  if [[ -n $v ]]; then
-    COMPREPLY=($(compgen -W "$v" -- "$cur"))
-    return
+  # --provider=VALUE: bash splits it at "=" (COMP_WORDBREAKS) into --provider, =, VALUE, and replaces
+  # only VALUE; where "=" does not split words, the whole --provider=VALUE is the word replaced.
+  local keep=""
+  if [[ $cur == "=" ]]; then
+    cur=""
+  elif [[ $prev == "=" ]]; then
+    prev="\${COMP_WORDS[COMP_CWORD-2]}"
+  elif [[ $cur == --*=* ]]; then
+    prev="\${cur%%=*}" keep="\${cur%%=*}=" cur="\${cur#*=}"
   fi
-  # The value of an option whose values the configuration knows (--provider): recon is asked.
-  v="$(_recon_asked "$path|$prev")"
-  if [[ -n $v ]]; then
-    COMPREPLY=($(compgen -W "$(_recon_ask "$v")" -- "$cur"))
+  # The value of an option with known values (--outcome, --state): those values only; of an option
+  # whose values the configuration knows (--provider): recon is asked.
+  local asked="$(_recon_asked "$path|$prev")"
+  v="$(_recon_values "$path|$prev")"
+  [[ -n $asked ]] && v="$(_recon_ask "$asked")"
+  if [[ -n $v || -n $asked ]]; then
+    COMPREPLY=($(compgen -P "$keep" -W "$v" -- "$cur"))
     return
   fi
   # Options only once a "-" is typed: a TAB on an empty word must not complete to their common "-".

@@ -93,6 +93,11 @@ describe('recon completion', () => {
     expect(complete('run', '--provider', '')).toBe('stripe warehouse');
     expect(complete('ops', 'list', '--provider', 'wa')).toBe('warehouse');
     expect(complete('audit', 'duplicates', '--provider', 's')).toBe('stripe');
+    // --provider=VALUE, as bash splits it at "=" (COMP_WORDBREAKS), and as one word where it does not.
+    expect(complete('run', '--provider', '=')).toBe('stripe warehouse');
+    expect(complete('run', '--provider', '=', 'wa')).toBe('warehouse');
+    expect(complete('run', '--provider=st')).toBe('--provider=stripe');
+    expect(complete('ops', 'list', '--state', '=', 'need')).toBe('needs_review');
     // --config on the command line is the config asked: one naming no provider offers none.
     const other = path.join(dir, 'other.json');
     fs.writeFileSync(other, JSON.stringify({ providers: {} }));
