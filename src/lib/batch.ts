@@ -1,7 +1,8 @@
 /**
- * Groups concurrent calls (group commit): the first call starts a group of one at once; calls that
- * arrive while groups are being handled wait, and go together in the next group (at most `maxItems`,
- * at most `concurrency` groups at a time). Each call gets its own item's outcome, after its group is
+ * Groups concurrent calls (group commit): calls made while groups are being handled wait, and go
+ * together in the next group (at most `maxItems`, at most `concurrency` groups at a time). A group
+ * starts once the calls already received (this turn of the event loop: setImmediate) have joined it,
+ * so that a burst of requests read together is one group, not a group of one and the rest. Each call gets its own item's outcome, after its group is
  * handled: `handle` answers item by item, or throws, and then every call of the group gets that error.
  */
 export type Outcome<O> = { ok: true; value: O } | { ok: false; error: unknown };
@@ -13,6 +14,7 @@ export function batcher<I, O>(
   const concurrency = o.concurrency ?? 1;
   const waiting: { item: I; resolve: (v: O) => void; reject: (e: unknown) => void }[] = [];
   let running = 0;
+  let scheduled = false;
   const pump = () => {
     while (running < concurrency && waiting.length > 0) {
       const group = waiting.splice(0, o.maxItems);
@@ -36,6 +38,11 @@ export function batcher<I, O>(
   return (item) =>
     new Promise<O>((resolve, reject) => {
       waiting.push({ item, resolve, reject });
-      pump();
+      if (scheduled || running >= concurrency) return;
+      scheduled = true;
+      setImmediate(() => {
+        scheduled = false;
+        pump();
+      });
     });
 }

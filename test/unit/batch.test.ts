@@ -21,29 +21,35 @@ function gated() {
 const tick = () => new Promise((r) => setImmediate(r));
 
 describe('batcher', () => {
-  it('starts the first call at once; calls made meanwhile go together in the next group, up to maxItems', async () => {
+  it('calls made in one turn go together; calls made while a group is handled go in the next group, up to maxItems', async () => {
     const g = gated();
     const call = batcher(g.handle, { maxItems: 3 });
-    const first = call(1);
-    const rest = [2, 3, 4, 5].map(call);
+    const first = [1, 2].map(call);
     await tick();
-    expect(g.groups).toEqual([[1]]);
-    g.open();
-    expect(await first).toBe(10);
+    const rest = [3, 4, 5, 6].map(call);
     await tick();
-    expect(g.groups).toEqual([[1], [2, 3, 4]]);
+    expect(g.groups).toEqual([[1, 2]]);
+    g.open();
+    expect(await Promise.all(first)).toEqual([10, 20]);
+    await tick();
+    expect(g.groups).toEqual([
+      [1, 2],
+      [3, 4, 5],
+    ]);
     g.open();
     await tick();
-    expect(g.groups).toEqual([[1], [2, 3, 4], [5]]);
+    expect(g.groups).toEqual([[1, 2], [3, 4, 5], [6]]);
     g.open();
-    expect(await Promise.all(rest)).toEqual([20, 30, 40, 50]);
+    expect(await Promise.all(rest)).toEqual([30, 40, 50, 60]);
   });
 
   it('each call gets its own outcome; a group that throws rejects its own calls, not the next group', async () => {
     const g = gated();
     const call = batcher(g.handle, { maxItems: 10, concurrency: 2 });
     const a = call(13);
+    await tick();
     const b = call(-1);
+    await tick();
     const c = [call(7), call(8)];
     await tick();
     // Two groups in flight at once; the third waits.
