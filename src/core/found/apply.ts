@@ -193,7 +193,16 @@ export async function applyFoundTransactions(
     });
     return { effect: 'transitioned', state: move.to, linked: true };
   });
-  const links = await linkTransactions(tx, [...toLink.values()], { via: o.via, by: o.actor, at: o.now });
+  // The links of an operation whose chain begins with a move are made by the move's statement; the
+  // others in one statement first. Either fails when a transaction was linked elsewhere meanwhile.
+  const withMove = new Set([...steps].filter(([, s]) => s.length > 0 && 'move' in s[0]).map(([id]) => id));
+  for (const l of toLink.values()) {
+    if (!withMove.has(l.operationId)) continue;
+    const first = steps.get(l.operationId)![0] as { move: Move };
+    first.move.links = [...(first.move.links ?? []), { provider: l.provider, txn: l.txn, via: o.via }];
+  }
+  const alone = [...toLink.values()].filter((l) => !withMove.has(l.operationId));
+  const links = await linkTransactions(tx, alone, { via: o.via, by: o.actor, at: o.now });
   if (links.some((l) => !l.linked)) {
     throw new Error('a provider transaction was linked to another operation meanwhile; apply these one at a time');
   }
