@@ -11,7 +11,7 @@ import { note } from '../journal/note.js';
 import { recordObservation } from '../journal/observations.js';
 import { transition, transitionMany, type Move } from '../journal/transition.js';
 import { leaseExpiredMove, writeLeaseExpired } from '../journal/lease.js';
-import { chainEvent, chainHeads, insertEvents, type ChainHead } from '../journal/chain.js';
+import { chainEvent, chainHeads, insertEvents } from '../journal/chain.js';
 
 /** Where a transaction was found outside the rule's own decisions. */
 export type FoundSource = 'webhook' | 'late_response' | 'lookup';
@@ -224,11 +224,7 @@ export async function applyFoundTransactions(
     const moved = await transitionMany(tx, moves, { actor: o.actor, auditKey: o.auditKey, now: o.now });
     for (const m of moved) {
       if (!m.ok) throw m.error;
-      heads.set(m.event.operation_id, {
-        seq: m.event.seq,
-        hash: m.event.hash,
-        to_state: m.event.to_state,
-      } as ChainHead);
+      heads.set(m.event.operation_id, { seq: m.event.seq, hash: m.event.hash, to_state: m.event.to_state });
     }
   }
   return effects;
