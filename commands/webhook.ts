@@ -2,7 +2,8 @@ import { readFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
-import { ingestWebhook, type IngestResult } from '../src/core/found/webhooks.js';
+import { ingestEvents, ingestWebhook, type Delivery, type IngestResult } from '../src/core/found/webhooks.js';
+import { batcher } from '../src/lib/batch.js';
 import { redact } from '../src/config/redact.js';
 import { parseDuration } from '../src/lib/durations.js';
 import { NotFoundError, UsageError } from '../src/errors.js';
@@ -83,6 +84,11 @@ function describe(r: IngestResult): string {
 /** Webhook bodies are small JSON events (Stripe's are a few KiB); anything larger is refused unread. */
 export const MAX_WEBHOOK_BODY_BYTES = 1024 * 1024;
 
+/** At most this many deliveries in one transaction. */
+const MAX_GROUP = 100;
+/** Groups being written at once (each on a connection of its own). */
+const GROUPS_IN_FLIGHT = 2;
+
 export interface ServeOptions {
   port: number;
   host: string;
@@ -117,6 +123,12 @@ export async function runServe(opts: ServeOptions, deps: Deps): Promise<void> {
       deps.io,
       'the embedded store is held by this server while it runs: other recon commands get exit 6. Use PostgreSQL (RECON_DB=postgres://…) for a long-running server',
     );
+  // Group commit: deliveries that arrive while a group is being written go together in the next one
+  // (one transaction, a few statements), each answered once its group has committed.
+  const deliver = batcher<Delivery, IngestResult>((group) => ingestEvents(core, group), {
+    maxItems: MAX_GROUP,
+    concurrency: GROUPS_IN_FLIGHT,
+  });
   const fallback = opts.provider ?? Object.entries(config.providers).find(([, p]) => secretOf(p))?.[0];
   // The handler catches everything itself; Node does not await it.
   const server = http.createServer((req, res) => void handleRequest(req, res));
@@ -149,7 +161,8 @@ export async function runServe(opts: ServeOptions, deps: Deps): Promise<void> {
       if (!provider.parseWebhook) return reply(404, { error: 'unknown provider' });
       const body = await readBody(req, { maxBytes: MAX_WEBHOOK_BODY_BYTES, timeoutMs: bodyTimeoutMs });
       const sig = req.headers['stripe-signature'] ?? req.headers['x-signature'];
-      const r = await ingestWebhook(core, provider, body, Array.isArray(sig) ? sig[0] : sig);
+      const event = provider.parseWebhook(body, Array.isArray(sig) ? sig[0] : sig);
+      const r = await deliver({ provider, event });
       info(deps.io, describe(r));
       reply(200, r);
     } catch (err) {

@@ -9,6 +9,7 @@
  * WAL written per redelivery (none when it only reads the dedupe row), beside the floor's.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { createHmac } from 'node:crypto';
@@ -91,6 +92,30 @@ function startServer(args: string[], cwd: string): Promise<Server> {
         });
     });
   });
+}
+
+/**
+ * CPU time (user + system, ms) a child has used so far, from /proc (Linux; null elsewhere): less
+ * noisy on a shared machine than rates, since time spent waiting for a core is not counted.
+ */
+function cpuMs(child: ChildProcess): number | null {
+  try {
+    const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th, in ticks (USER_HZ, 100).
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch {
+    return null;
+  }
+}
+
+/** The storm, and the server's CPU per delivery during it (µs; null when /proc is not there). */
+async function stormCpu(server: Server, bodies: string[]) {
+  const before = cpuMs(server.child);
+  const r = await storm(server.url, bodies);
+  const after = cpuMs(server.child);
+  const cpuUs = before === null || after === null ? null : ((after - before) * 1000) / bodies.length;
+  return { ...r, cpuUs };
 }
 
 function sign(body: string): string {
@@ -226,10 +251,10 @@ export const webhooksBench: Benchmark = {
     });
     const { bodies, redeliveries } = stormOrder(n);
     const floor = await startServer(['--input-type=module', '-e', FLOOR, floorStore.url, SECRET], ROOT);
-    let floorRun: Awaited<ReturnType<typeof storm>>;
+    let floorRun: Awaited<ReturnType<typeof stormCpu>>;
     let floorWal: number;
     try {
-      floorRun = await storm(floor.url, bodies);
+      floorRun = await stormCpu(floor, bodies);
       floorWal = await redeliveryWal(floorStore.db, floor.url, n);
     } finally {
       await floor.stop();
@@ -238,10 +263,10 @@ export const webhooksBench: Benchmark = {
       [`${ROOT}/bin/recon`, 'webhook', 'serve', '--port', '0', '--json', '--provider', 'stripe', '--config', config],
       dir,
     );
-    let run: Awaited<ReturnType<typeof storm>>;
+    let run: Awaited<ReturnType<typeof stormCpu>>;
     let reconWal: number;
     try {
-      run = await storm(recon.url, bodies);
+      run = await stormCpu(recon, bodies);
       reconWal = await redeliveryWal(store.db, recon.url, n);
     } finally {
       await recon.stop();
@@ -288,6 +313,18 @@ export const webhooksBench: Benchmark = {
         baseline: round(percentile(floorRun.latencies, 99), 1),
         baseline_of: 'bare node:http',
         pass: p99 <= 50,
+      },
+      {
+        bench: 'webhooks',
+        // For information: the server process's own CPU (user + system) over the storm, per delivery;
+        // PostgreSQL's is not counted. Steadier than the rates while other work shares the machine.
+        name: 'webhook serve: server CPU per delivery (user + system, the serving process only)',
+        value: run.cpuUs === null ? NaN : round(run.cpuUs, 0),
+        unit: 'µs',
+        target: '-',
+        baseline: floorRun.cpuUs === null ? null : round(floorRun.cpuUs, 0),
+        baseline_of: 'bare node:http',
+        pass: null,
       },
       {
         bench: 'webhooks',

@@ -6,11 +6,12 @@ import type { CoreContext } from '../journal/context.js';
 import { classifyFound } from './classify.js';
 import { lockOperation, transactionsOf } from '../journal/operations.js';
 import { canTransition, isInFlight, isTerminal, judgedState } from '../journal/states.js';
-import { linkTransaction } from '../journal/links.js';
+import { linkTransaction, linkTransactions } from '../journal/links.js';
 import { note } from '../journal/note.js';
 import { recordObservation } from '../journal/observations.js';
-import { transition } from '../journal/transition.js';
-import { writeLeaseExpired } from '../journal/lease.js';
+import { transition, transitionMany, type Move } from '../journal/transition.js';
+import { leaseExpiredMove, writeLeaseExpired } from '../journal/lease.js';
+import { chainEvent, chainHeads, insertEvents } from '../journal/chain.js';
 
 /** Where a transaction was found outside the rule's own decisions. */
 export type FoundSource = 'webhook' | 'late_response' | 'lookup';
@@ -51,13 +52,7 @@ export async function applyFoundTransaction(
 ): Promise<FoundEffect> {
   const before = await transactionsOf(tx, locked.id);
   const link = await linkTransaction(tx, provider, locked.id, txn, { via: o.via, by: o.actor, at: o.now });
-  const detail = {
-    ...(o.detail ?? {}),
-    provider_id: txn.provider_id,
-    provider_status: txn.status,
-    linked: link.linked,
-    ...(link.linked ? {} : { linked_to: link.existingOperation }),
-  };
+  const detail = foundDetail(txn, link, o.detail);
   const move = link.linked ? decideFound(locked, txn, before, o.now) : null;
   if (!move) {
     await note(tx, locked.id, {
@@ -83,6 +78,156 @@ export async function applyFoundTransaction(
     detail: move.problems.length ? { ...detail, problems: move.problems } : detail,
   });
   return { effect: 'transitioned', state: move.to, linked: true };
+}
+
+/** The audit detail of a found transaction: what was found, and whether it was linked (or to whom it is). */
+function foundDetail(
+  txn: ProviderTxn,
+  link: { linked: boolean; existingOperation: string | null },
+  detail: Record<string, unknown> | undefined,
+): Record<string, unknown> {
+  return {
+    ...(detail ?? {}),
+    provider_id: txn.provider_id,
+    provider_status: txn.status,
+    linked: link.linked,
+    ...(link.linked ? {} : { linked_to: link.existingOperation }),
+  };
+}
+
+/** One transaction found for an operation, for applyFoundTransactions. */
+export interface FoundItem {
+  /** The operation, locked by the caller for this transaction (row lock, in id order when several). */
+  op: Operation;
+  provider: string;
+  txn: ProviderTxn;
+  /** Added to the audit event's detail (e.g. the webhook event id). */
+  detail?: Record<string, unknown>;
+}
+
+/** What one item writes to its operation's chain, in order: a note, or a move. */
+type Step = { note: { kind: string; detail: Record<string, unknown> } } | { move: Move & { from: State } };
+
+/**
+ * applyFoundTransaction for many transactions (`webhook serve`'s groups of deliveries), with the same
+ * rules and the same rows, in a few statements whatever their number: the chain heads and linked
+ * transactions read at once, the links made in one statement, then each round of audit events (one
+ * event per operation and round) in one statement for the notes and one for the moves. Items apply in
+ * order: a second item for an operation sees the state, links and chain the first one left, as
+ * though each were applied in a transaction of its own. Throws when a statement fails, or when a
+ * transaction was linked to another operation meanwhile: the caller's transaction must then be rolled
+ * back (nothing of it is kept) and the items applied one at a time.
+ */
+export async function applyFoundTransactions(
+  tx: Queryable,
+  items: FoundItem[],
+  o: { source: FoundSource; via: LinkedVia; actor: string; auditKey?: AuditKey | null; now: Date },
+): Promise<FoundEffect[]> {
+  if (items.length === 0) return [];
+  const key = (provider: string, id: string) => `${provider}\u0000${id}`;
+  const ops = new Map<string, Operation>(items.map((it) => [it.op.id, { ...it.op }]));
+  const heads = await chainHeads(tx, [...ops.keys()]);
+  // Who holds each transaction, and what each operation has linked: one read for all.
+  const linkedRows = await tx.query<{ provider: string; provider_id: string; operation_id: string; state: string }>(
+    `SELECT provider, provider_id, operation_id, state FROM recon.provider_transactions
+      WHERE operation_id = ANY($1::text[])
+         OR (provider, provider_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))`,
+    [[...ops.keys()], items.map((it) => it.provider), items.map((it) => it.txn.provider_id)],
+  );
+  const owner = new Map<string, string>();
+  const linkedTo = new Map<string, { provider_id: string; state: string }[]>([...ops.keys()].map((id) => [id, []]));
+  for (const r of linkedRows.rows) {
+    owner.set(key(r.provider, r.provider_id), r.operation_id);
+    linkedTo.get(r.operation_id)?.push({ provider_id: r.provider_id, state: r.state });
+  }
+  // Each item in order, on the operations as the items before it left them.
+  const toLink = new Map<string, { provider: string; operationId: string; txn: ProviderTxn }>();
+  const steps = new Map<string, Step[]>([...ops.keys()].map((id) => [id, []]));
+  const effects = items.map((it): FoundEffect => {
+    const op = ops.get(it.op.id)!;
+    const k = key(it.provider, it.txn.provider_id);
+    const held = owner.get(k);
+    const link = { linked: held === undefined || held === op.id, existingOperation: held ?? null };
+    const before = [...linkedTo.get(op.id)!];
+    if (link.linked) {
+      owner.set(k, op.id);
+      // One row per transaction: its first sighting's figures, its latest status (what a row per item leaves).
+      const first = toLink.get(k)?.txn ?? it.txn;
+      toLink.set(k, {
+        provider: it.provider,
+        operationId: op.id,
+        txn: { ...first, status: it.txn.status, state: it.txn.state },
+      });
+      const list = linkedTo.get(op.id)!.filter((t) => t.provider_id !== it.txn.provider_id);
+      linkedTo.set(op.id, [...list, { provider_id: it.txn.provider_id, state: it.txn.state }]);
+    }
+    const detail = foundDetail(it.txn, link, it.detail);
+    const move = link.linked ? decideFound(op, it.txn, before, o.now) : null;
+    const opSteps = steps.get(op.id)!;
+    if (!move) {
+      opSteps.push({ note: { kind: `${o.source}.received`, detail } });
+      return { effect: 'noted', state: op.state, linked: link.linked };
+    }
+    if (op.state === 'submitting') {
+      const expired = leaseExpiredMove(op, op.lease_expires_at);
+      opSteps.push({ move: expired });
+      Object.assign(op, { state: expired.to, lease_owner: null, lease_expires_at: null });
+    }
+    opSteps.push({
+      move: {
+        id: op.id,
+        from: op.state,
+        to: move.to,
+        kind: `${o.source}.applied`,
+        rule: `${o.source}.${move.rule}`,
+        review_reason: move.review_reason,
+        detail: move.problems.length ? { ...detail, problems: move.problems } : detail,
+        lease: 'release',
+      },
+    });
+    Object.assign(op, {
+      state: move.to,
+      lease_owner: null,
+      lease_expires_at: null,
+      ...(move.to === 'needs_review' && move.review_reason ? { review_reason: move.review_reason } : {}),
+    });
+    return { effect: 'transitioned', state: move.to, linked: true };
+  });
+  // The links of an operation whose chain begins with a move are made by the move's statement; the
+  // others in one statement first. Either fails when a transaction was linked elsewhere meanwhile.
+  const withMove = new Set([...steps].filter(([, s]) => s.length > 0 && 'move' in s[0]).map(([id]) => id));
+  for (const l of toLink.values()) {
+    if (!withMove.has(l.operationId)) continue;
+    const first = steps.get(l.operationId)![0] as { move: Move };
+    first.move.links = [...(first.move.links ?? []), { provider: l.provider, txn: l.txn, via: o.via }];
+  }
+  const alone = [...toLink.values()].filter((l) => !withMove.has(l.operationId));
+  const links = await linkTransactions(tx, alone, { via: o.via, by: o.actor, at: o.now });
+  if (links.some((l) => !l.linked)) {
+    throw new Error('a provider transaction was linked to another operation meanwhile; apply these one at a time');
+  }
+  // Round r writes the r-th event of each operation's chain, on the head the round before left.
+  for (let r = 0; ; r++) {
+    const round = [...steps.entries()].filter(([, s]) => s.length > r).map(([id, s]) => ({ id, step: s[r] }));
+    if (round.length === 0) break;
+    const notes = round.flatMap(({ id, step }) => {
+      if (!('note' in step)) return [];
+      const head = heads.get(id)!;
+      const at = head.to_state ?? null;
+      const ev = { operation_id: id, at: o.now, actor: o.actor, rule: null, from_state: at, to_state: at };
+      return [chainEvent(head, { ...ev, ...step.note }, o.auditKey)];
+    });
+    await insertEvents(tx, notes);
+    for (const e of notes) heads.set(e.operation_id, { seq: e.seq, hash: e.hash, to_state: e.to_state });
+    const moves = round.flatMap(({ id, step }) => ('move' in step ? [{ ...step.move, head: heads.get(id)! }] : []));
+    if (moves.length === 0) continue;
+    const moved = await transitionMany(tx, moves, { actor: o.actor, auditKey: o.auditKey, now: o.now });
+    for (const m of moved) {
+      if (!m.ok) throw m.error;
+      heads.set(m.event.operation_id, { seq: m.event.seq, hash: m.event.hash, to_state: m.event.to_state });
+    }
+  }
+  return effects;
 }
 
 /** The move a found (and linked) transaction makes, or null for evidence only. */

@@ -1,9 +1,10 @@
-import type { Provider, State, WebhookEvent } from '../../types.js';
+import type { Operation, Provider, State, WebhookEvent } from '../../types.js';
 import type { CoreContext } from '../journal/context.js';
 import type { Queryable } from '../../store/db.js';
-import { applyFoundTransaction } from './apply.js';
-import { lockOperation } from '../journal/operations.js';
+import { applyFoundTransaction, applyFoundTransactions, type FoundItem } from './apply.js';
+import { lockOperation, rowToOperation, type OperationRow } from '../journal/operations.js';
 import { NotFoundError } from '../../errors.js';
+import type { Outcome } from '../../lib/batch.js';
 
 export interface IngestResult {
   event_id: string;
@@ -30,9 +31,179 @@ export async function ingestWebhook(
 ): Promise<IngestResult> {
   if (!provider.parseWebhook) throw new Error(`provider ${provider.name} does not accept webhooks`);
   const event = provider.parseWebhook(body, signature);
-  return applyEvent(ctx, provider, event);
+  const [r] = await ingestEvents(ctx, [{ provider, event }]);
+  if (!r.ok) throw r.error;
+  return r.value;
 }
 
+/** A verified event (Provider.parseWebhook) from its provider. */
+export interface Delivery {
+  provider: Provider;
+  event: WebhookEvent;
+}
+
+/**
+ * Ingests verified events together (`webhook serve` groups the deliveries that arrive while a commit
+ * is in flight): each as ingestWebhook would, in order, in one transaction of a few statements
+ * whatever their number. A redelivery in the same group as its event's first delivery is a
+ * duplicate of it, as it would be one transaction later. Each delivery has its own outcome: when the
+ * group's transaction fails, nothing of it is kept and each event is ingested again in a transaction
+ * of its own, so that an event that cannot be applied fails alone (rolled back: never acknowledged
+ * as applied), and the others are applied.
+ */
+export async function ingestEvents(ctx: CoreContext, deliveries: Delivery[]): Promise<Outcome<IngestResult>[]> {
+  try {
+    const results = await applyEvents(ctx, deliveries);
+    return results.map((value) => ({ ok: true, value }));
+  } catch {
+    // Whatever failed the group (one bad event, a transaction linked elsewhere meanwhile, a lost
+    // connection) is found again, event by event. Should the group have committed after all (an
+    // answer lost with the connection), each of its events is now a duplicate: nothing twice.
+    const out: Outcome<IngestResult>[] = [];
+    for (const d of deliveries) {
+      try {
+        out.push({ ok: true, value: await applyEvent(ctx, d.provider, d.event) });
+      } catch (error) {
+        out.push({ ok: false, error });
+      }
+    }
+    return out;
+  }
+}
+
+const INSERT_EVENTS = `
+INSERT INTO recon.webhook_events (provider, event_id, type, received_at, last_seen_at, provider_id, payload)
+SELECT provider, event_id, type, $4::timestamptz, $4::timestamptz, provider_id, payload
+  FROM unnest($1::text[], $2::text[], $3::text[], $5::text[], $6::jsonb[]) AS u(provider, event_id, type, provider_id, payload)
+ON CONFLICT (provider, event_id) DO NOTHING RETURNING provider, event_id`;
+
+/**
+ * One statement for the rest: the operation and effect of each event applied, and each redelivery
+ * recorded as seen (duplicate_count, last_seen_at; the one write a redelivery makes).
+ */
+const UPDATE_EVENTS = `
+UPDATE recon.webhook_events w
+   SET duplicate_count = w.duplicate_count + u.seen,
+       last_seen_at = CASE WHEN u.seen > 0 THEN $6::timestamptz ELSE w.last_seen_at END,
+       operation_id = coalesce(u.operation_id, w.operation_id),
+       applied = w.applied OR u.applied
+  FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::boolean[]) AS u(provider, event_id, seen, operation_id, applied)
+ -- ANY as well as the join: the planner knows nothing of u's size and may otherwise scan the table.
+ WHERE w.provider = u.provider AND w.event_id = u.event_id AND w.event_id = ANY($2::text[])
+RETURNING w.provider, w.event_id, w.operation_id`;
+
+/** ingestEvents' group in one transaction; throws (the transaction rolled back) when anything fails. */
+async function applyEvents(ctx: CoreContext, deliveries: Delivery[]): Promise<IngestResult[]> {
+  const now = ctx.now();
+  const key = (provider: string, eventId: string) => `${provider}\u0000${eventId}`;
+  const keyOf = (d: Delivery) => key(d.provider.name, d.event.event_id);
+  // The first delivery of each event in the group; the others are its redeliveries. In key order, so
+  // that two servers inserting the same events never wait on each other in a cycle.
+  const firsts = new Map<string, Delivery>();
+  for (const d of deliveries) if (!firsts.has(keyOf(d))) firsts.set(keyOf(d), d);
+  const unique = [...firsts.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, d]) => d);
+  return ctx.db.transaction(async (tx) => {
+    const inserted = await tx.query<{ provider: string; event_id: string }>(INSERT_EVENTS, [
+      unique.map((d) => d.provider.name),
+      unique.map((d) => d.event.event_id),
+      unique.map((d) => d.event.type),
+      now.toISOString(),
+      unique.map((d) => d.event.txn?.provider_id ?? null),
+      unique.map((d) => JSON.stringify(d.event.raw ?? {})),
+    ]);
+    const fresh = new Set(inserted.rows.map((r) => key(r.provider, r.event_id)));
+    // First deliveries, in arrival order: matched to an operation by recon_operation_id, else by a linked provider id.
+    const applying = deliveries.filter((d) => firsts.get(keyOf(d)) === d && fresh.has(keyOf(d)));
+    const unnamed = applying.filter((d) => d.event.txn && !d.event.txn.operation_id);
+    const linked = new Map<string, string>();
+    if (unnamed.length) {
+      const r = await tx.query<{ provider: string; provider_id: string; operation_id: string }>(
+        `SELECT provider, provider_id, operation_id FROM recon.provider_transactions
+          WHERE (provider, provider_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+        [unnamed.map((d) => d.provider.name), unnamed.map((d) => d.event.txn!.provider_id)],
+      );
+      for (const row of r.rows) linked.set(key(row.provider, row.provider_id), row.operation_id);
+    }
+    const operationOf = (d: Delivery) =>
+      d.event.txn
+        ? (d.event.txn.operation_id ?? linked.get(key(d.provider.name, d.event.txn.provider_id)) ?? null)
+        : null;
+    const ids = [...new Set(applying.map(operationOf).filter((id): id is string => id !== null))];
+    // Locked in id order (so two writers never wait on each other in a cycle): what each event applies to.
+    const locked = new Map<string, Operation>();
+    if (ids.length) {
+      const r = await tx.query<OperationRow>(
+        'SELECT * FROM recon.operations WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
+        [ids],
+      );
+      for (const row of r.rows) locked.set(row.id, rowToOperation(row));
+    }
+    const matched = applying.filter((d) => locked.has(operationOf(d) ?? ''));
+    const items: FoundItem[] = matched.map((d) => ({
+      op: locked.get(operationOf(d)!)!,
+      provider: d.provider.name,
+      txn: d.event.txn!,
+      detail: { event_id: d.event.event_id, type: d.event.type },
+    }));
+    const found = await applyFoundTransactions(tx, items, {
+      source: 'webhook',
+      via: 'webhook',
+      actor: ctx.actor,
+      auditKey: ctx.auditKey,
+      now,
+    });
+    const results = new Map<Delivery, IngestResult>();
+    matched.forEach((d, i) => {
+      const { effect, state } = found[i];
+      results.set(d, { ...ingested(d, false), operation_id: items[i].op.id, effect, state });
+    });
+    for (const d of applying) if (!results.has(d)) results.set(d, { ...ingested(d, false), effect: 'unmatched' });
+    // Each event's row once: its operation and effect when applied here, how many times seen again.
+    const rows = new Map<string, { d: Delivery; seen: number; operationId: string | null; applied: boolean }>();
+    for (const d of deliveries) {
+      const r = results.get(d);
+      const row = rows.get(keyOf(d)) ?? { d, seen: 0, operationId: null, applied: false };
+      if (r) Object.assign(row, { operationId: r.operation_id, applied: r.effect === 'transitioned' });
+      else row.seen++;
+      rows.set(keyOf(d), row);
+    }
+    const updates = [...rows.values()].filter((r) => r.seen > 0 || r.operationId !== null);
+    const seenOp = new Map<string, string | null>();
+    if (updates.length) {
+      const r = await tx.query<{ provider: string; event_id: string; operation_id: string | null }>(UPDATE_EVENTS, [
+        updates.map((u) => u.d.provider.name),
+        updates.map((u) => u.d.event.event_id),
+        updates.map((u) => u.seen),
+        updates.map((u) => u.operationId),
+        updates.map((u) => u.applied),
+        now.toISOString(),
+      ]);
+      for (const row of r.rows) seenOp.set(key(row.provider, row.event_id), row.operation_id);
+    }
+    return deliveries.map(
+      (d) =>
+        results.get(d) ?? {
+          ...ingested(d, true),
+          operation_id: seenOp.get(keyOf(d)) ?? null,
+          effect: 'duplicate',
+        },
+    );
+  });
+}
+
+/** An IngestResult's fields before the event is matched. */
+function ingested(d: Delivery, duplicate: boolean): IngestResult {
+  return {
+    event_id: d.event.event_id,
+    type: d.event.type,
+    duplicate,
+    operation_id: null,
+    effect: duplicate ? 'duplicate' : 'unmatched',
+    state: null,
+  };
+}
+
+/** One event in a transaction of its own: ingestEvents' way when a group fails. */
 async function applyEvent(ctx: CoreContext, provider: Provider, event: WebhookEvent): Promise<IngestResult> {
   const now = ctx.now();
   const txn = event.txn;

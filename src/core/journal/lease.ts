@@ -7,7 +7,7 @@
 import type { Queryable } from '../../store/db.js';
 import type { Operation, State } from '../../types.js';
 import { judgedState } from './states.js';
-import { transition, type TransitionOptions } from './transition.js';
+import { transition, type Move, type TransitionOptions } from './transition.js';
 
 export async function writeLeaseExpired(
   tx: Queryable,
@@ -16,14 +16,26 @@ export async function writeLeaseExpired(
   previousLeaseExpiresAt: Date | null | undefined,
   o: Pick<TransitionOptions, 'actor' | 'auditKey' | 'now' | 'leaseOwner' | 'keepLease'>,
 ): Promise<Operation> {
-  const { op: moved } = await transition(tx, op.id, judgedState(op.state), {
-    ...o,
+  const { kind, rule, detail } = leaseExpiredMove(op, previousLeaseExpiresAt);
+  const { op: moved } = await transition(tx, op.id, judgedState(op.state), { ...o, kind, rule, detail });
+  return moved;
+}
+
+/** The same move for transitionMany (the lease released): what writeLeaseExpired writes. */
+export function leaseExpiredMove(
+  op: { id: string; state: State },
+  previousLeaseExpiresAt: Date | null | undefined,
+): Move & { to: State; from: State; rule: string } {
+  return {
+    id: op.id,
+    from: op.state,
+    to: judgedState(op.state),
     kind: 'lease.expired',
     rule: 'lease.expired',
     detail: {
       note: 'the submitting worker did not finish (crash or kill); outcome unknown, never failed',
       previous_lease_expired_at: previousLeaseExpiresAt?.toISOString() ?? null,
     },
-  });
-  return moved;
+    lease: 'release',
+  };
 }

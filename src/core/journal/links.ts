@@ -35,7 +35,7 @@ export async function linkTransaction(
  * some were already linked elsewhere). One statement cannot insert the same (provider, provider_id)
  * twice: callers pass each at most once.
  */
-async function linkTransactions(
+export async function linkTransactions(
   tx: Queryable,
   links: { provider: string; operationId: string; txn: ProviderTxn }[],
   how: { via: LinkedVia; by: string; at: Date },
