@@ -300,20 +300,11 @@ function webRequest(req: IncomingMessage): Request {
 
 /** Writes the transport's Response: a JSON document, or an SSE stream until either side ends it. */
 async function send(res: ServerResponse, r: Response): Promise<void> {
-  const headers = Object.fromEntries(r.headers);
+  res.writeHead(r.status, Object.fromEntries(r.headers));
   if (!r.body) {
-    res.writeHead(r.status, headers);
     res.end();
     return;
   }
-  // A JSON answer (every tool call's: enableJsonResponse) is written whole: no stream to pipe.
-  if (headers['content-type']?.startsWith('application/json')) {
-    const body = Buffer.from(await r.arrayBuffer());
-    res.writeHead(r.status, { ...headers, 'content-length': body.length });
-    res.end(body);
-    return;
-  }
-  res.writeHead(r.status, headers);
   // A client that goes away ends the pipeline early, and cancels the stream (the transport forgets it).
   await pipeline(Readable.fromWeb(r.body as NodeReadableStream<Uint8Array>), res).catch(() => undefined);
 }
