@@ -8,18 +8,24 @@
 import { approvalByPolicy } from '../core/intake/approve.js';
 import { payloadHash } from '../lib/canonical.js';
 import type { CoreContext } from '../core/journal/context.js';
-import { attemptsOf, countOperations, listOperations, txnIdsByOperation } from '../core/journal/operations.js';
+import {
+  attemptsOf,
+  countOperations,
+  listOperations,
+  lockOperation,
+  txnIdsByOperation,
+} from '../core/journal/operations.js';
 import { reconcileById } from '../core/reconcile/reconcile.js';
 import { recordOperationsIn } from '../core/intake/record.js';
 import { heldText, holderOf } from '../core/intake/replan.js';
 import { isInFlight, isReconcilable } from '../core/journal/states.js';
 import { submitOperation } from '../core/attempt/submit.js';
-import { validateOperation } from '../core/intake/validate.js';
+import { validateOperation, type OperationInput } from '../core/intake/validate.js';
 import { RefusedError, UsageError } from '../errors.js';
 import { validatePayloads } from '../providers/validate.js';
 import type { Db } from '../store/db.js';
 import { STATES, UNRESOLVED_STATES, type Operation, type Provider, type State } from '../types.js';
-import { auditCall, auditCallIn } from './audit.js';
+import { auditCall, auditCallIn, MCP_CALL } from './audit.js';
 import { alreadyHappened, frozenText, heldMessage, retryAfter, waitText } from './answers.js';
 import { currentOperation, type ToolCall } from './context.js';
 import { describeState, forAgent, notRecorded, refusal, type ActionResult } from './result.js';
@@ -63,7 +69,9 @@ function auditedInChange(c: ToolCall, id: string, detail: { tool: string } & Rec
       let mine = false;
       const r = await inner.transaction(async (tx) => {
         const v = await fn(tx);
-        await auditCallIn(tx, c.ctx, [id], detail);
+        // Every change the tools make through the core (a claim, a decision, an expired lease) locks
+        // the operation's row first, and the lock is held until this transaction ends.
+        await auditCallIn(tx, c.ctx, [id], detail, { locked: true });
         mine = true;
         return v;
       });
@@ -107,21 +115,23 @@ export async function propose(c: ToolCall, args: ProposeInput): Promise<Answer> 
   const policy = op.approval ? null : approvalByPolicy(provider?.autoApprove, op);
   const detail = { tool: 'propose_action', reason: args.reason ?? null };
   try {
-    const { created, holder } = await c.ctx.db.transaction(async (tx) => {
+    const { created, holder, recorded } = await c.ctx.db.transaction(async (tx) => {
       // The re-plan guard: decided under a lock on the target, so two proposals at once see each other.
       const holder = policy ? await holderOf(tx, op, provider?.type, { lock: true }) : null;
       const input = { ...op, approval: op.approval ?? (holder ? null : policy) };
-      const [recorded] = await recordOperationsIn(tx, c.ctx, [input]);
-      if (holder && recorded.created)
-        await tx.query('UPDATE recon.operations SET review_reason = $2 WHERE id = $1', [op.id, heldText(holder)]);
-      await auditCallIn(tx, c.ctx, [op.id], {
-        ...detail,
-        created: recorded.created,
-        ...(holder ? { held_by: holder } : {}),
+      const held = holder ? { held_by: holder } : {};
+      // A new operation's mcp.call event goes in with its `recorded` event (one statement, no chain to read).
+      const [r] = await recordOperationsIn(tx, c.ctx, [input], {
+        noteCreated: { kind: MCP_CALL, detail: { ...detail, created: true, ...held } },
       });
-      return { created: recorded.created, holder: recorded.created ? holder : null };
+      if (holder && r.created)
+        await tx.query('UPDATE recon.operations SET review_reason = $2 WHERE id = $1', [op.id, heldText(holder)]);
+      if (!r.created) await auditCallIn(tx, c.ctx, [op.id], { ...detail, created: false, ...held });
+      const recorded = r.created ? justRecorded(input, holder ? heldText(holder) : null, c.ctx.now()) : null;
+      return { created: r.created, holder: r.created ? holder : null, recorded };
     });
-    const now = (await currentOperation(c.ctx.db, op.id))!;
+    // What this transaction wrote is known; an operation that was there already is read as it is now.
+    const now = recorded ? { op: recorded, txnIds: [] } : (await currentOperation(c.ctx.db, op.id))!;
     const extra = { created, approval: now.op.approval, amount: now.op.amount, currency: now.op.currency };
     const heldBy = holder ?? heldFrom(now.op);
     if (heldBy && now.op.state === 'proposed') {
@@ -160,6 +170,24 @@ export async function propose(c: ToolCall, args: ProposeInput): Promise<Answer> 
       currency: e?.currency ?? null,
     });
   }
+}
+
+/** The operation as recordOperationsIn has just inserted it (its row, without reading it back). */
+function justRecorded(input: OperationInput, reviewReason: string | null, at: Date): Operation {
+  return {
+    ...input,
+    payload_hash: payloadHash(input.payload),
+    state: input.approval ? 'approved' : 'proposed',
+    attempt_count: 0,
+    created_at: at,
+    updated_at: at,
+    first_attempt_at: null,
+    resolved_at: null,
+    lease_owner: null,
+    lease_expires_at: null,
+    review_reason: reviewReason,
+    assignee: null,
+  };
 }
 
 /** A proposal held by the guard keeps saying so when proposed again (review_reason "held: same target as X (state)"). */
@@ -293,6 +321,29 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
   });
 }
 
+/**
+ * The `mcp.call` event of a call that changed nothing, and the operation as it stands under that
+ * event's row lock: `found` (read at the start of the call) when the row has not moved since, with
+ * the fresh row; else read again. One transaction (lock, chain head, event) and no re-read.
+ */
+async function auditUnchanged(
+  c: ToolCall,
+  found: { op: Operation; txnIds: string[] },
+  detail: { tool: string } & Record<string, unknown>,
+): Promise<{ op: Operation; txnIds: string[] }> {
+  const id = found.op.id;
+  const locked = await c.ctx.db.transaction(async (tx) => {
+    const op = await lockOperation(tx, id);
+    await auditCallIn(tx, c.ctx, [id], detail, { locked: true });
+    return op;
+  });
+  const moved =
+    locked.state !== found.op.state ||
+    locked.updated_at.getTime() !== found.op.updated_at.getTime() ||
+    locked.attempt_count !== found.op.attempt_count;
+  return moved ? ((await currentOperation(c.ctx.db, id)) ?? found) : { op: locked, txnIds: found.txnIds };
+}
+
 /** The second click: nothing is sent; the answer is the state. */
 async function secondClick(
   c: ToolCall,
@@ -300,13 +351,13 @@ async function secondClick(
   found: { op: Operation; txnIds: string[] },
   audited = false,
 ): Promise<Answer> {
-  if (!audited)
-    await auditCall(c.ctx, [id], {
-      tool: 'execute_action',
-      sent: false,
-      already_attempted: found.op.attempt_count > 0,
-    });
-  const now = (await currentOperation(c.ctx.db, id)) ?? found;
+  const now = audited
+    ? ((await currentOperation(c.ctx.db, id)) ?? found)
+    : await auditUnchanged(c, found, {
+        tool: 'execute_action',
+        sent: false,
+        already_attempted: found.op.attempt_count > 0,
+      });
   return ok({ ...describeState(now.op, now.txnIds), sent: false, attempt_count: now.op.attempt_count });
 }
 
@@ -326,9 +377,15 @@ export async function check(c: ToolCall, id: string): Promise<Answer> {
     // null: another worker (recon run, another agent) holds it right now; its answer is the one to wait for.
     decision = await reconcileById(call.ctx, provider, id);
   }
-  if (!call.audited())
-    await auditCall(c.ctx, [id], { tool: 'check_action', checked: decision !== null, rule: decision?.rule ?? null });
-  const now = (await currentOperation(c.ctx.db, id))!;
+  const detail = { tool: 'check_action', checked: decision !== null, rule: decision?.rule ?? null };
+  let now;
+  if (call.audited()) now = (await currentOperation(c.ctx.db, id))!;
+  else if (decision === null) now = await auditUnchanged(c, found, detail);
+  else {
+    // The decision was written on its own (one statement, not a transaction of the wrapped store): the call's event follows it.
+    await auditCall(c.ctx, [id], detail);
+    now = (await currentOperation(c.ctx.db, id))!;
+  }
   const explanation = forAgent(decision?.explanation, now.op.state);
   const base = describeState(now.op, now.txnIds);
   // A result that must wait says until when: the rule's window, or the lease of whoever holds it now.
@@ -357,8 +414,7 @@ export async function status(c: ToolCall, id: string): Promise<Answer> {
     return refused(
       notRecorded(id, `No operation ${id} is recorded. If you meant to do it, record it with propose_action.`),
     );
-  await auditCall(c.ctx, [id], { tool: 'get_action' });
-  const { op, txnIds } = (await currentOperation(c.ctx.db, id)) ?? found;
+  const { op, txnIds } = await auditUnchanged(c, found, { tool: 'get_action' });
   const attempts = await attemptsOf(c.ctx.db, id);
   return ok({
     ...describeState(op, txnIds),

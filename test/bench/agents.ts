@@ -2,12 +2,22 @@
  * Agents: `recon mcp --http` (the built CLI, a child process, on PostgreSQL) with 20 concurrent MCP
  * clients (the SDK's Client over StreamableHTTPClientTransport, no Origin header) each doing
  * propose_action → execute_action → check_action on operations of its own, against the Stripe
- * sandbox answering after 20 ms. Rows: p50 and p99 of each tool call, and recon's own part of
- * execute and check: the call's time less that of the bare stripe-node call it makes (refunds.create,
- * refunds.list by payment intent), measured in the same run from this process with the same
- * concurrency. Then the server's RSS (/proc) after many calls and after many sessions opened and
- * ended (DELETE, by the SDK's terminateSession; never more than 20 live): flat, ≤ 1.1× the figure
- * after the first 100.
+ * sandbox answering after 20 ms. Rows:
+ *
+ * - p50 and p99 of each tool call under the 20 clients, less that of the bare stripe-node call it
+ *   makes (refunds.create for execute, refunds.list by payment intent for check), measured in the
+ *   same run from this process with the same concurrency. check_action is measured over nothing
+ *   when it asked the provider nothing (the sandbox's refunds succeed at once: execute_action has
+ *   confirmed them), and says so.
+ * - The same, one client making one call at a time (and the bare calls one at a time): recon's own
+ *   time per call without queueing behind the other clients. The 20 clients are a closed loop on 2
+ *   cores shared by the server, PostgreSQL, the sandbox and the clients themselves: a call waits
+ *   about 20 × (CPU per call, all processes) / 2, which the row "CPU per tool call" states.
+ * - The server's CPU per call of each tool (/proc, over a batch of that tool alone) and the
+ *   statements it sends to PostgreSQL per call (counted in the server by count-queries.ts,
+ *   preloaded): figures a busy machine does not move, for information.
+ * - The server's RSS (/proc) after many calls and after many sessions opened and ended (DELETE, by
+ *   the SDK's terminateSession; never more than 20 live): flat, ≤ 1.1× the figure after the first 100.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -21,6 +31,8 @@ import {
   ROOT,
   freshPgStore,
   mkdir,
+  postgresTreeCpuMs,
+  processCpuMs,
   round,
   writeStripeConfig,
   type BenchContext,
@@ -32,6 +44,7 @@ const TOKEN = 'bench-mcp-token-0123456789abcdef0123';
 const CLIENTS = 20;
 const LATENCY_MS = 20;
 const AMOUNT = 1000;
+const CORES = 2;
 
 function percentile(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -70,11 +83,12 @@ export const agentsBench: Benchmark = {
     const rounds = ctx.quick ? 10 : 170; // per client; 3 calls a round: 600 / 10,200 calls
     const sessions = ctx.quick ? 300 : 1_000;
     const ops = CLIENTS * rounds;
+    const solo = ctx.quick ? 40 : 200; // one client, one call at a time: operations, and bare calls of each kind
     const dir = mkdir(ctx, 'agents');
     const sandbox = await startStripeSandbox({ latencyMs: LATENCY_MS });
     const store = await freshPgStore(ctx);
     await store.db.close();
-    for (let i = 0; i < ops + CLIENTS * 20; i++)
+    for (let i = 0; i < ops + CLIENTS * 20 + 2 * solo; i++)
       sandbox.seedPaymentIntent({ amount: AMOUNT, currency: 'usd', id: `pi_ag_${i}` });
     const config = writeStripeConfig(dir, {
       db: store.url,
@@ -82,9 +96,13 @@ export const agentsBench: Benchmark = {
       apiKey: sandbox.apiKey,
       provider: { rateLimit: 1_000_000, autoApprove: { maxAmount: 5000, currencies: ['usd'] } },
     });
-    const child = spawn(process.execPath, [`${ROOT}/bin/recon`, 'mcp', '--http', '--port', '0', '--config', config], {
+    // The server counts its statements to PostgreSQL (count-queries.ts, preloaded; SIGUSR2 prints the count).
+    const counter = new URL('./count-queries.js', import.meta.url).href;
+    const recon = [`${ROOT}/bin/recon`, 'mcp', '--http', '--port', '0', '--config', config];
+    const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF] : [];
+    const child = spawn(process.execPath, [...prof, '--import', counter, ...recon], {
       cwd: dir,
-      env: cleanEnv({ RECON_MCP_TOKEN: TOKEN }),
+      env: cleanEnv({ RECON_MCP_TOKEN: TOKEN, RECON_BENCH_ROOT: ROOT }),
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     try {
@@ -98,6 +116,24 @@ export const agentsBench: Benchmark = {
         child.once('exit', (code) => reject(new Error(`recon mcp --http exited ${code}: ${err}`)));
       });
       const pid = child.pid!;
+      let queryWaiter: ((n: number) => void) | undefined;
+      child.stderr.on('data', () => {
+        const m = /queries (\d+)\n$/.exec(err);
+        if (m && queryWaiter) queryWaiter(Number(m[1]));
+      });
+      const queries = () =>
+        new Promise<number>((resolve) => {
+          err = '';
+          queryWaiter = resolve;
+          child.kill('SIGUSR2');
+        });
+      /** CPU (ms) of the server, this process (the MCP clients and the Stripe sandbox), PostgreSQL; statements sent. */
+      const usage = async () => ({
+        server: processCpuMs(pid),
+        bench: (process.cpuUsage().user + process.cpuUsage().system) / 1000,
+        pg: postgresTreeCpuMs(ctx.pgUrl) ?? NaN,
+        queries: await queries(),
+      });
       const times: Record<string, number[]> = { propose_action: [], execute_action: [], check_action: [] };
       const timed = async (client: Client, name: string, args: Record<string, unknown>) => {
         const t = performance.now();
@@ -109,7 +145,10 @@ export const agentsBench: Benchmark = {
       const clients = await Promise.all(Array.from({ length: CLIENTS }, () => connect(url)));
       let rssAfterFirst = 0;
       let done = 0;
+      const before = await usage();
       const notConfirmed: string[] = [];
+      /** check_action calls that asked the provider (`checked: true`); the sandbox's refunds succeed at once, so execute_action confirms them and check_action has nothing to ask. */
+      let asked = 0;
       await Promise.all(
         clients.map(async ({ client }, c) => {
           for (let r = 0; r < rounds; r++) {
@@ -124,11 +163,15 @@ export const agentsBench: Benchmark = {
             await timed(client, 'execute_action', { operation_id: id });
             const checked = await timed(client, 'check_action', { operation_id: id });
             if (checked.state !== 'confirmed') notConfirmed.push(`${id}: ${String(checked.state)}`);
+            if (checked.checked === true) asked++;
             if (++done === Math.min(100, ops)) rssAfterFirst = rssMb(pid);
           }
         }),
       );
+      const after = await usage();
       const rssAfterCalls = rssMb(pid);
+      const perCall = (k: 'server' | 'bench' | 'pg' | 'queries') => (after[k] - before[k]) / (ops * 3);
+      const cpuPerCall = perCall('server') + perCall('bench') + perCall('pg');
       await Promise.all(clients.map(end));
       // Sessions: opened, one call, ended; 20 at a time.
       let opened = 0;
@@ -145,6 +188,38 @@ export const agentsBench: Benchmark = {
         }),
       );
       const rssAfterSessions = rssMb(pid);
+      // One client, one call at a time (no queueing behind other clients): each tool's latency, and the
+      // server's CPU and statements per call, over a batch of that tool alone.
+      const soloTimes: Record<string, number[]> = { propose_action: [], execute_action: [], check_action: [] };
+      const soloCost: Record<string, { cpu: number; queries: number }> = {};
+      {
+        const s = await connect(url);
+        const base = ops + CLIENTS * 20;
+        for (const tool of Object.keys(soloTimes)) {
+          const u0 = await usage();
+          for (let k = 0; k < solo; k++) {
+            const i = base + k;
+            const id = `refund:ag_${i}`;
+            const args =
+              tool === 'propose_action'
+                ? {
+                    provider: 'stripe',
+                    action: 'refund',
+                    operation_id: id,
+                    payload: { payment_intent: `pi_ag_${i}`, amount: AMOUNT, currency: 'usd' },
+                  }
+                : { operation_id: id };
+            const t = performance.now();
+            const out = await call(s.client, tool, args);
+            soloTimes[tool].push(performance.now() - t);
+            if (tool === 'check_action' && out.state !== 'confirmed') notConfirmed.push(`${id}: ${String(out.state)}`);
+            if (tool === 'check_action' && out.checked === true) asked++;
+          }
+          const u1 = await usage();
+          soloCost[tool] = { cpu: (u1.server - u0.server) / solo, queries: (u1.queries - u0.queries) / solo };
+        }
+        await end(s);
+      }
       // The floor: the bare stripe-node calls recon makes, from here, at the same concurrency.
       const Stripe = createRequire(`${ROOT}/package.json`)('stripe') as new (
         key: string,
@@ -182,6 +257,26 @@ export const agentsBench: Benchmark = {
           }
         }),
       );
+      const soloCreate: number[] = [];
+      const soloList: number[] = [];
+      for (let k = 0; k < solo; k++) {
+        const i = ops + CLIENTS * 20 + solo + k;
+        let t = performance.now();
+        await stripe.refunds.create(
+          { payment_intent: `pi_ag_${i}`, amount: AMOUNT, metadata: { recon_operation_id: `bare_${i}` } },
+          { idempotencyKey: `bare_${i}` },
+        );
+        soloCreate.push(performance.now() - t);
+        t = performance.now();
+        await stripe.refunds.list({ payment_intent: `pi_ag_${i}`, limit: 100 });
+        soloList.push(performance.now() - t);
+      }
+      ctx.log(
+        `  ${CLIENTS} clients: CPU per tool call ${round(cpuPerCall, 1)} ms (server ${round(perCall('server'), 1)}, ` +
+          `bench's MCP clients + sandbox ${round(perCall('bench'), 1)}, PostgreSQL ${round(perCall('pg'), 1)}); ` +
+          `${round(perCall('queries'), 1)} statements per call. Closed loop on ${CORES} cores: a call waits ≈ ` +
+          `${CLIENTS} × ${round(cpuPerCall, 1)} / ${CORES} = ${round((CLIENTS * cpuPerCall) / CORES)} ms on average`,
+      );
       ctx.log(
         `  ${ops * 3} calls by ${CLIENTS} clients, ${sessions} sessions; RSS ${round(rssAfterFirst, 1)} → ${round(rssAfterCalls, 1)} MB (calls), ` +
           `${round(rssAfter100Sessions, 1)} → ${round(rssAfterSessions, 1)} MB (sessions); ${notConfirmed.length} not confirmed`,
@@ -189,15 +284,20 @@ export const agentsBench: Benchmark = {
       if (notConfirmed.length) throw new Error(`check_action did not confirm: ${notConfirmed.slice(0, 5).join(', ')}`);
       const rows: BenchRow[] = [];
       const p = (xs: number[], q: number) => round(percentile(xs, q), 1);
+      // check_action is measured over the bare refunds.list only when it made that call; else over nothing.
+      const checkAsks = asked > 0;
+      const noCall = (tool: string) => tool === 'check_action' && !checkAsks;
+      const NO_CALL =
+        'check_action asked the provider nothing: execute_action had confirmed each refund (the sandbox refunds at once), so the whole call is recon’s';
       for (const [tool, bare] of [
         ['propose_action', null],
         ['execute_action', bareCreate],
-        ['check_action', bareList],
+        ['check_action', checkAsks ? bareList : null],
       ] as const) {
         const xs = times[tool];
         const over50 = bare ? p(xs, 50) - p(bare, 50) : p(xs, 50);
         const over99 = bare ? p(xs, 99) - p(bare, 99) : p(xs, 99);
-        const what = bare ? (tool === 'execute_action' ? 'refunds.create' : 'refunds.list') : 'no provider call';
+        const what = bare ? (tool === 'execute_action' ? 'refunds.create' : 'refunds.list') : 'none';
         rows.push(
           {
             bench: 'agents',
@@ -209,6 +309,7 @@ export const agentsBench: Benchmark = {
             baseline_of: bare ? `bare stripe-node ${what} p50` : undefined,
             ratio: bare ? round(p(xs, 50) / p(bare, 50), 2) : null,
             pass: over50 <= 10,
+            ...(noCall(tool) ? { note: NO_CALL } : {}),
           },
           {
             bench: 'agents',
@@ -220,10 +321,67 @@ export const agentsBench: Benchmark = {
             baseline_of: bare ? `bare stripe-node ${what} p99` : undefined,
             ratio: bare ? round(p(xs, 99) / p(bare, 99), 2) : null,
             pass: over99 <= 40,
+            ...(noCall(tool) ? { note: NO_CALL } : {}),
+          },
+        );
+      }
+      for (const [tool, bare] of [
+        ['propose_action', null],
+        ['execute_action', soloCreate],
+        ['check_action', checkAsks ? soloList : null],
+      ] as const) {
+        const xs = soloTimes[tool];
+        const over50 = bare ? p(xs, 50) - p(bare, 50) : p(xs, 50);
+        const over99 = bare ? p(xs, 99) - p(bare, 99) : p(xs, 99);
+        const what = bare ? (tool === 'execute_action' ? 'refunds.create' : 'refunds.list') : 'none';
+        rows.push(
+          {
+            bench: 'agents',
+            name: `mcp --http ${tool}, 1 client, 1 call at a time: recon's p50 over the bare call (call p50 ${p(xs, 50)} ms)`,
+            value: round(over50, 1),
+            unit: 'ms',
+            target: '≤ 10 ms',
+            baseline: bare ? p(bare, 50) : null,
+            baseline_of: bare ? `bare stripe-node ${what} p50, 1 at a time` : undefined,
+            ratio: bare ? round(p(xs, 50) / p(bare, 50), 2) : null,
+            pass: over50 <= 10,
+            note: `no queueing behind other clients: recon’s own time per call${noCall(tool) ? `; ${NO_CALL}` : ''}`,
+          },
+          {
+            bench: 'agents',
+            name: `mcp --http ${tool}, 1 client, 1 call at a time: recon's p99 over the bare call (call p99 ${p(xs, 99)} ms)`,
+            value: round(over99, 1),
+            unit: 'ms',
+            target: '≤ 40 ms',
+            baseline: bare ? p(bare, 99) : null,
+            baseline_of: bare ? `bare stripe-node ${what} p99, 1 at a time` : undefined,
+            ratio: bare ? round(p(xs, 99) / p(bare, 99), 2) : null,
+            pass: over99 <= 40,
+            note: `no queueing behind other clients: recon’s own time per call${noCall(tool) ? `; ${NO_CALL}` : ''}`,
+          },
+          {
+            bench: 'agents',
+            name: `mcp --http ${tool}: server CPU per call (${round(soloCost[tool].queries, 1)} statements to PostgreSQL per call)`,
+            value: round(soloCost[tool].cpu, 2),
+            unit: 'ms',
+            target: '-',
+            baseline: null,
+            pass: null,
+            note: `the recon process's CPU (/proc) over ${solo} calls of this tool, 1 at a time, divided by ${solo}`,
           },
         );
       }
       rows.push(
+        {
+          bench: 'agents',
+          name: `mcp --http, ${CLIENTS} clients: CPU per tool call on this machine (server ${round(perCall('server'), 1)}, bench clients + sandbox ${round(perCall('bench'), 1)}, PostgreSQL ${round(perCall('pg'), 1)})`,
+          value: round(cpuPerCall, 1),
+          unit: 'ms',
+          target: '-',
+          baseline: null,
+          pass: null,
+          note: `closed loop, ${CLIENTS} clients on ${CORES} cores: a call's latency is at least ≈ ${CLIENTS} × this / ${CORES}`,
+        },
         {
           bench: 'agents',
           name: `mcp --http RSS after ${(ops * 3).toLocaleString('en')} tool calls`,
@@ -247,7 +405,9 @@ export const agentsBench: Benchmark = {
       );
       return rows;
     } finally {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
+      if (prof.length) await exited; // the profile is written as the server exits
       await sandbox.close();
     }
   },

@@ -248,6 +248,47 @@ export function payloadSql(piExpr: string, amountExpr: string): { payload: strin
  * Lets a benchmark state its cost per operation whatever else the machine is doing.
  */
 export function postgresCpuMs(pgUrl: string): number | null {
+  const pid = postmasterPid(pgUrl);
+  if (pid === null) return null;
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // After "pid (comm) ", field 3 (state) is index 0: utime 14, stime 15, cutime 16, cstime 17 → 11..14.
+  const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
+  return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+}
+
+/**
+ * CPU time (ms) used so far by the run's PostgreSQL server as a whole: postmaster, its finished
+ * backends (postgresCpuMs) and the backends still running (a server's pooled connections, which
+ * postgresCpuMs counts only once they exit).
+ */
+export function postgresTreeCpuMs(pgUrl: string): number | null {
+  const reaped = postgresCpuMs(pgUrl);
+  const pid = postmasterPid(pgUrl);
+  if (reaped === null || pid === null) return null;
+  let live = 0;
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (fields[1] === pid) live += Number(fields[11]) + Number(fields[12]);
+  }
+  return reaped + (live * 1000) / 100;
+}
+
+/** CPU time (ms) used so far by one live process (/proc/PID/stat utime + stime). */
+export function processCpuMs(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
+
+function postmasterPid(pgUrl: string): string | null {
   const port = new URL(pgUrl).port;
   const tmp = os.tmpdir();
   const dir = fs
@@ -255,13 +296,6 @@ export function postgresCpuMs(pgUrl: string): number | null {
     .filter((d) => d.startsWith('recon-pg-'))
     .map((d) => path.join(tmp, d))
     .find((d) => fs.existsSync(path.join(d, `.s.PGSQL.${port}`)));
-  if (!dir) return null;
-  const pidFile = path.join(dir, 'data', 'postmaster.pid');
-  if (!fs.existsSync(pidFile)) return null;
-  const pid = fs.readFileSync(pidFile, 'utf8').split('\n')[0].trim();
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // After "pid (comm) ", field 3 (state) is index 0: utime 14, stime 15, cutime 16, cstime 17 → 11..14.
-  const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
-  return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+  const pidFile = dir && path.join(dir, 'data', 'postmaster.pid');
+  return pidFile && fs.existsSync(pidFile) ? fs.readFileSync(pidFile, 'utf8').split('\n')[0].trim() : null;
 }

@@ -1,11 +1,12 @@
-import { RefusedError } from '../../errors.js';
 import type { Queryable } from '../../store/db.js';
 import type { Operation } from '../../types.js';
 import { payloadHash } from '../../lib/canonical.js';
 import type { CoreContext } from '../journal/context.js';
-import { lockOperation, rowToOperation, type OperationRow } from '../journal/operations.js';
+import { NotFoundError, RefusedError } from '../../errors.js';
+import { chainHeads } from '../journal/chain.js';
+import { rowToOperation, type OperationRow } from '../journal/operations.js';
 import { RECONCILABLE_SQL, UNRESOLVED_SQL } from '../journal/states.js';
-import { transition } from '../journal/transition.js';
+import { transition, transitionMany } from '../journal/transition.js';
 
 /**
  * Claims (graphile-worker style): a claim is a lease — an owner token and an expiry — taken in
@@ -114,20 +115,32 @@ export interface AttemptClaim {
  * and an anchor protect, so changing `payload` and `payload_hash` together is caught too). Null when
  * it does; else the recorded and the found hash. Anyone with UPDATE on recon.operations can change
  * `payload` behind recon's back: without this check the changed amount was sent and the operation
- * confirmed at its old one (issue 10).
+ * confirmed at its old one (issue 10). `recorded` is the first event's hash (lockForClaim reads it).
  */
-async function payloadTampering(
-  tx: Queryable,
-  op: Pick<Operation, 'id' | 'payload' | 'payload_hash'>,
-): Promise<{ recorded: string; found: string } | null> {
+function payloadTampering(
+  op: Pick<Operation, 'payload' | 'payload_hash'>,
+  recorded: string | null,
+): { recorded: string; found: string } | null {
   const found = payloadHash(op.payload);
-  const r = await tx.query<{ payload_hash: string | null }>(
-    `SELECT detail->>'payload_hash' AS payload_hash FROM recon.audit_events WHERE operation_id = $1 AND seq = 1`,
-    [op.id],
-  );
   // An operation without its first event is reported by audit verify (missing_chain).
-  const recorded = r.rows[0]?.payload_hash ?? op.payload_hash;
-  return found === recorded && found === op.payload_hash ? null : { recorded, found };
+  const expected = recorded ?? op.payload_hash;
+  return found === expected && found === op.payload_hash ? null : { recorded: expected, found };
+}
+
+/**
+ * Locks the operation's row (lockOperation) and reads, in the same statement, the payload hash its
+ * first audit event recorded: that event is written with the row and never changes, so it needs no
+ * read of its own after the lock.
+ */
+async function lockForClaim(tx: Queryable, id: string): Promise<{ op: Operation; recorded: string | null }> {
+  const r = await tx.query<OperationRow & { recorded_payload_hash: string | null }>(
+    `SELECT o.*, (SELECT e.detail->>'payload_hash' FROM recon.audit_events e
+                   WHERE e.operation_id = o.id AND e.seq = 1) AS recorded_payload_hash
+       FROM recon.operations o WHERE o.id = $1 FOR UPDATE`,
+    [id],
+  );
+  if (!r.rows[0]) throw new NotFoundError(`operation ${id} not found; list operations with: recon ops list`);
+  return { op: rowToOperation(r.rows[0]), recorded: r.rows[0].recorded_payload_hash };
 }
 
 /**
@@ -159,7 +172,7 @@ export async function claimAttempt(
   const now = ctx.now();
   const expires = new Date(now.getTime() + o.leaseMs);
   const claimed = await ctx.db.transaction(async (tx): Promise<AttemptClaim | { tampered: string }> => {
-    const current = await lockOperation(tx, id);
+    const { op: current, recorded } = await lockForClaim(tx, id);
     if (current.state === 'needs_review') {
       // A webhook may have found a transaction made outside recon before the first submit (SPEC §3).
       throw new RefusedError(
@@ -180,7 +193,7 @@ export async function claimAttempt(
         'lease_held',
       );
     }
-    const tampered = await payloadTampering(tx, current);
+    const tampered = payloadTampering(current, recorded);
     if (tampered) {
       await transition(tx, id, 'needs_review', {
         actor: ctx.actor,
@@ -197,22 +210,34 @@ export async function claimAttempt(
     }
     o.check?.(current);
     const attempt = current.attempt_count + 1;
-    const { op } = await transition(tx, id, 'submitting', {
-      actor: ctx.actor,
-      auditKey: ctx.auditKey,
-      now,
-      kind: 'attempt.started',
-      rule: o.rule,
-      detail: { attempt, idempotency_key: current.idempotency_key, ...(o.detail ?? {}) },
-      keepLease: { owner: o.owner, expiresAt: expires },
-    });
-    await tx.query(
-      `UPDATE recon.operations SET attempt_count = $2, first_attempt_at = coalesce(first_attempt_at, $3::timestamptz) WHERE id = $1`,
-      [id, attempt, now.toISOString()],
+    // The row is locked (above), so the move needs no second lock: the state seen then, and the chain's
+    // head read now, in a statement of its own after the lock (chainHeads).
+    const head = (await chainHeads(tx, [id])).get(id)!;
+    const [moved] = await transitionMany(
+      tx,
+      [
+        {
+          id,
+          from: current.state,
+          to: 'submitting',
+          head,
+          kind: 'attempt.started',
+          rule: o.rule,
+          detail: { attempt, idempotency_key: current.idempotency_key, ...(o.detail ?? {}) },
+          lease: { owner: o.owner, expiresAt: expires },
+        },
+      ],
+      { actor: ctx.actor, auditKey: ctx.auditKey, now, returnRows: true },
     );
+    if (!moved.ok) throw moved.error;
+    const op = moved.op!;
+    // The attempt row and the count, one statement.
     await tx.query(
-      `INSERT INTO recon.attempts (operation_id, number, idempotency_key, request_hash, started_at, lease_owner)
-       VALUES ($1, $2, $3, $4, $5::timestamptz, $6)`,
+      `WITH a AS (
+         INSERT INTO recon.attempts (operation_id, number, idempotency_key, request_hash, started_at, lease_owner)
+         VALUES ($1, $2, $3, $4, $5::timestamptz, $6))
+       UPDATE recon.operations SET attempt_count = $2, first_attempt_at = coalesce(first_attempt_at, $5::timestamptz)
+        WHERE id = $1`,
       [id, attempt, current.idempotency_key, payloadHash(current.payload), now.toISOString(), o.owner],
     );
     return {

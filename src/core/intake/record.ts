@@ -34,11 +34,19 @@ export async function recordOperations(ctx: CoreContext, inputs: OperationInput[
   return ctx.db.transaction((tx) => recordOperationsIn(tx, ctx, inputs));
 }
 
-/** recordOperations inside a transaction the caller holds (with what else it writes, e.g. the `mcp.call` event). */
+/**
+ * recordOperations inside a transaction the caller holds (with what else it writes, e.g. the
+ * `mcp.call` event). `noteCreated`: an event that changes no state (kind, detail), chained after the
+ * `recorded` event of each operation this call creates and inserted with it, in the same statement:
+ * the row was inserted by this transaction, so nothing else can append to its chain meanwhile and
+ * there is no head to read. An operation that already existed gets no such event: the caller notes
+ * it as it would any other (`note`, under the row lock).
+ */
 export async function recordOperationsIn(
   tx: Queryable,
   ctx: Pick<CoreContext, 'actor' | 'now' | 'auditKey'>,
   inputs: OperationInput[],
+  opts: { noteCreated?: { kind: string; detail: Record<string, unknown> } } = {},
 ): Promise<RecordedOperation[]> {
   const now = ctx.now();
   const hashed = inputs.map((i) => {
@@ -72,21 +80,37 @@ export async function recordOperationsIn(
       chunk.map((o) => o.state),
       now.toISOString(),
     ],
-    events: chunk.map((o) =>
-      chainEvent(
+    events: chunk.flatMap((op) => {
+      const recorded = chainEvent(
         { seq: 0, hash: GENESIS_HASH },
         {
-          operation_id: o.id,
+          operation_id: op.id,
           at: now,
           actor: ctx.actor,
           kind: 'recorded',
-          to_state: o.state,
-          rule: o.approval ? 'record.approved' : 'record.proposed',
-          detail: { payload_hash: o.payload_hash, idempotency_key: o.idempotency_key, approval: o.approval },
+          to_state: op.state,
+          rule: op.approval ? 'record.approved' : 'record.proposed',
+          detail: { payload_hash: op.payload_hash, idempotency_key: op.idempotency_key, approval: op.approval },
         },
         ctx.auditKey,
-      ),
-    ),
+      );
+      if (!opts.noteCreated) return [recorded];
+      const noted = chainEvent(
+        recorded,
+        {
+          operation_id: op.id,
+          at: now,
+          actor: ctx.actor,
+          kind: opts.noteCreated.kind,
+          from_state: op.state,
+          to_state: op.state,
+          rule: null,
+          detail: opts.noteCreated.detail,
+        },
+        ctx.auditKey,
+      );
+      return [recorded, noted];
+    }),
   });
   {
     let next = unique.length ? prepare(unique.slice(0, CHUNK)) : null;
