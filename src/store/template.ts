@@ -32,7 +32,7 @@ export function templatePath(): string {
  * How the template is made, beyond the migrations (pglite.ts, dumpMigratedStore): part of the key, so
  * a template built another way before is rebuilt rather than used.
  */
-const FORMAT = 'initdb --wal-segsize=1';
+const FORMAT = 'initdb --wal-segsize=1, recycled WAL dropped';
 
 /** `pglite-<version>-schema-<latest>-<hash of the format and the migration files>`. */
 function templateKey(dir: string): string {
@@ -60,24 +60,50 @@ function pgliteVersion(): string {
  * undefined otherwise. Shaped as PGlite's `loadDataDir` reads it (only `arrayBuffer()` and `type`,
  * the way pglite.ts hands over PGlite's own file bundle): given the gzipped Blob, PGlite inflates it
  * through a web DecompressionStream in 64 KiB chunks and then copies the chunks into one buffer, ~40%
- * of loading the template (node --cpu-prof of `recon demo`); node's zlib inflates the 4.7 MB into its
- * ~40 MB in one call, into one buffer sized from the gzip trailer, handed over without a copy.
+ * of loading the template (node --cpu-prof of `recon demo`); node's zlib inflates the 3 MB into its
+ * ~24 MB in one call, into one buffer sized from the gzip trailer, handed over without a copy. It
+ * inflates on a thread of libuv's pool, from the moment the template is read: meanwhile the main
+ * thread imports PGlite and instantiates PostgreSQL, which PGlite does before it asks for the bytes.
+ * Read by `prefetchTemplate` earlier still, it is that read's bytes.
  */
 export function readTemplate(): Blob | undefined {
+  const ready = prefetched;
+  prefetched = undefined;
+  return ready ?? inflateTemplate();
+}
+
+let prefetched: Blob | undefined;
+
+/**
+ * Starts reading and inflating the template for the next store `readTemplate` is asked for, so that
+ * work overlaps with whatever the caller loads before it opens the store (`recon demo`, its modules).
+ */
+export function prefetchTemplate(): void {
+  prefetched ??= inflateTemplate();
+}
+
+function inflateTemplate(): Blob | undefined {
   let gz: Buffer;
   try {
     gz = fs.readFileSync(templatePath());
   } catch {
     return undefined;
   }
-  // ISIZE, the last 4 bytes: the uncompressed size (mod 2^32; the template is ~40 MB). One byte more
+  // ISIZE, the last 4 bytes: the uncompressed size (mod 2^32; the template is ~24 MB). One byte more
   // than that lets zlib end in the first output chunk, so there is nothing to concatenate; the byte
   // past the tar's end (itself two zero records) is never read as a file.
   const size = gz.length >= 4 ? gz.readUInt32LE(gz.length - 4) : 0;
-  const tar = zlib.gunzipSync(gz, { chunkSize: Math.max(64 * 1024, size + 1) });
-  const bytes = tar.byteOffset === 0 ? tar.buffer : tar.buffer.slice(tar.byteOffset, tar.byteOffset + tar.byteLength);
+  const bytes = new Promise<ArrayBuffer>((resolve, reject) => {
+    zlib.gunzip(gz, { chunkSize: Math.max(64 * 1024, size + 1) }, (err, tar) => {
+      if (err) return reject(err);
+      // The whole output buffer, the spare byte included (see above): no copy.
+      resolve(tar.byteOffset === 0 ? tar.buffer : tar.buffer.slice(tar.byteOffset, tar.byteOffset + tar.byteLength));
+    });
+  });
+  // A damaged template fails the store's creation when PGlite asks for the bytes, not before.
+  bytes.catch(() => undefined);
   // type '': not a gzip type, so PGlite untars the bytes as they are.
-  return { type: '', size: tar.byteLength, arrayBuffer: () => Promise.resolve(bytes) } as unknown as Blob;
+  return { type: '', size, arrayBuffer: () => bytes } as unknown as Blob;
 }
 
 /**
