@@ -92,18 +92,37 @@ export function templateVersions(db: Db): number[] {
  * it, and every new store is a copy of this folder (its bytes inflated, untarred and written), so the
  * 16 MB segment, nearly all zeros, was 40% of what each copy moved (41 → 30 MB). The segment size is
  * the store's own from then on (pg_control), like any initdb option; PostgreSQL handles either.
+ * Dumped twice: `folder`, for new `pglite:` folders, then `memory`, the same without the template
+ * databases (dropTemplateDatabases).
  */
-export async function dumpMigratedStore(): Promise<Uint8Array> {
+export async function dumpMigratedStore(): Promise<{ folder: Uint8Array; memory: Uint8Array }> {
   const { migrate } = await import('./migrate.js');
   const { PGlite } = await import('@electric-sql/pglite');
   const pg = await PGlite.create({ ...(await runtimeFiles()), initDbStartParams: ['--wal-segsize=1'] });
+  const dump = async () => new Uint8Array(await (await pg.dumpDataDir('gzip')).arrayBuffer());
   try {
     await migrate(wrap(pg, 'memory:'));
     await dropRecycledWal(pg, PGlite.paths.PGDATA);
-    const blob = await pg.dumpDataDir('gzip');
-    return new Uint8Array(await blob.arrayBuffer());
+    const folder = await dump();
+    await dropTemplateDatabases(pg);
+    await dropRecycledWal(pg, PGlite.paths.PGDATA);
+    return { folder, memory: await dump() };
   } finally {
     await pg.close();
+  }
+}
+
+/**
+ * The `memory:` template: a `memory:` store lives as long as its process (the demo, tests) and is only
+ * ever the `postgres` database PGlite opens. template0 and template1, which initdb makes for CREATE
+ * DATABASE to copy, were 15 of the 24 MB each new one inflates, untars and writes, half of its start
+ * (node --cpu-prof of `recon demo`). Dropped as PostgreSQL drops a database, catalog and files; a
+ * `pglite:` folder, kept for good, keeps them, as any PostgreSQL cluster does.
+ */
+async function dropTemplateDatabases(pg: PGlite): Promise<void> {
+  for (const name of ['template0', 'template1']) {
+    await pg.exec(`ALTER DATABASE ${name} IS_TEMPLATE false`);
+    await pg.exec(`DROP DATABASE ${name}`);
   }
 }
 

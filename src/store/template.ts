@@ -7,7 +7,8 @@
  * start from it.
  *
  * Built by `npm run build` (and `npm test`): `scripts/store-template.mjs` writes
- * `dist/store-template/<key>.tar.gz`. The key names the PGlite version and a hash of the migration
+ * `dist/store-template/<key>.tar.gz`, and `<key>.memory.tar.gz` for `memory:` stores: the same store
+ * without the template databases (dumpMigratedStore in pglite.ts). The key names the PGlite version and a hash of the migration
  * files, so a template is only ever used with the PostgreSQL build and the migrations it was made
  * from; when none matches (a migration added since the build, another PGlite), a store is created
  * and migrated as before. A store made from it holds what the migrations write, their bookkeeping
@@ -21,18 +22,24 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { loadMigrations, migrationsDir } from './migrate.js';
 
-/** Where the template for the current migrations and PGlite would be: `<package>/dist/store-template/<key>.tar.gz`. */
-export function templatePath(): string {
+/** `folder`: for a new `pglite:` folder, a store kept for good; `memory:`: for a store that lives as long as its process. */
+export type TemplateKind = 'folder' | 'memory';
+
+/**
+ * Where the template for the current migrations and PGlite would be:
+ * `<package>/dist/store-template/<key>.tar.gz` (`<key>.memory.tar.gz` for `memory:` stores).
+ */
+export function templatePath(kind: TemplateKind = 'folder'): string {
   const dir = migrationsDir();
   const root = path.resolve(dir, '..', '..', '..');
-  return path.join(root, 'dist', 'store-template', `${templateKey(dir)}.tar.gz`);
+  return path.join(root, 'dist', 'store-template', `${templateKey(dir)}${kind === 'memory' ? '.memory' : ''}.tar.gz`);
 }
 
 /**
  * How the template is made, beyond the migrations (pglite.ts, dumpMigratedStore): part of the key, so
  * a template built another way before is rebuilt rather than used.
  */
-const FORMAT = 'initdb --wal-segsize=1, recycled WAL dropped';
+const FORMAT = 'initdb --wal-segsize=1, recycled WAL dropped, memory: without template databases';
 
 /** `pglite-<version>-schema-<latest>-<hash of the format and the migration files>`. */
 function templateKey(dir: string): string {
@@ -66,26 +73,26 @@ function pgliteVersion(): string {
  * thread imports PGlite and instantiates PostgreSQL, which PGlite does before it asks for the bytes.
  * Read by `prefetchTemplate` earlier still, it is that read's bytes.
  */
-export function readTemplate(): Blob | undefined {
-  const ready = prefetched;
-  prefetched = undefined;
-  return ready ?? inflateTemplate();
+export function readTemplate(kind: TemplateKind = 'folder'): Blob | undefined {
+  const ready = prefetched.get(kind);
+  prefetched.delete(kind);
+  return ready ?? inflateTemplate(kind);
 }
 
-let prefetched: Blob | undefined;
+const prefetched = new Map<TemplateKind, Blob | undefined>();
 
 /**
- * Starts reading and inflating the template for the next store `readTemplate` is asked for, so that
- * work overlaps with whatever the caller loads before it opens the store (`recon demo`, its modules).
+ * Starts reading and inflating the template for the next store `readTemplate(kind)` is asked for, so
+ * that work overlaps with whatever the caller loads before it opens the store (`recon demo`, its modules).
  */
-export function prefetchTemplate(): void {
-  prefetched ??= inflateTemplate();
+export function prefetchTemplate(kind: TemplateKind): void {
+  if (!prefetched.has(kind)) prefetched.set(kind, inflateTemplate(kind));
 }
 
-function inflateTemplate(): Blob | undefined {
+function inflateTemplate(kind: TemplateKind): Blob | undefined {
   let gz: Buffer;
   try {
-    gz = fs.readFileSync(templatePath());
+    gz = fs.readFileSync(templatePath(kind));
   } catch {
     return undefined;
   }
@@ -107,21 +114,24 @@ function inflateTemplate(): Blob | undefined {
 }
 
 /**
- * Writes the template for the current migrations (a fresh in-memory store, migrated, dumped), unless
- * it is there already; removes templates of other keys. Returns its path.
+ * Writes the templates for the current migrations (a fresh in-memory store, migrated, dumped), unless
+ * they are there already; removes templates of other keys. Returns the folder template's path.
  */
 export async function writeTemplate(): Promise<{ file: string; written: boolean }> {
-  const file = templatePath();
-  const folder = path.dirname(file);
-  if (fs.existsSync(file)) return { file, written: false };
+  const files = { folder: templatePath('folder'), memory: templatePath('memory') };
+  const dir = path.dirname(files.folder);
+  if (fs.existsSync(files.folder) && fs.existsSync(files.memory)) return { file: files.folder, written: false };
   const { dumpMigratedStore } = await import('./pglite.js');
-  const bytes = await dumpMigratedStore();
-  fs.mkdirSync(folder, { recursive: true });
-  const tmp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, bytes);
-  fs.renameSync(tmp, file);
-  for (const other of fs.readdirSync(folder)) {
-    if (other !== path.basename(file)) fs.rmSync(path.join(folder, other), { force: true });
+  const dumps = await dumpMigratedStore();
+  fs.mkdirSync(dir, { recursive: true });
+  for (const kind of ['folder', 'memory'] as const) {
+    const tmp = `${files[kind]}.${process.pid}.tmp`;
+    fs.writeFileSync(tmp, dumps[kind]);
+    fs.renameSync(tmp, files[kind]);
   }
-  return { file, written: true };
+  const keep = [path.basename(files.folder), path.basename(files.memory)];
+  for (const other of fs.readdirSync(dir)) {
+    if (!keep.includes(other)) fs.rmSync(path.join(dir, other), { force: true });
+  }
+  return { file: files.folder, written: true };
 }
