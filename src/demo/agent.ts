@@ -9,6 +9,8 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { createAgentServer } from '../agent/server.js';
 import { getOperation } from '../core/journal/operations.js';
 import { formatAmount } from '../lib/money.js';
@@ -36,7 +38,10 @@ export function agentsAfternoon(stage: Stage): Scene {
         },
         'demo',
       );
-      const client = new Client({ name: DEMO_AGENT, version: '1.0.0' });
+      const client = new Client(
+        { name: DEMO_AGENT, version: '1.0.0' },
+        { jsonSchemaValidator: onFirstUse(new AjvJsonSchemaValidator()) },
+      );
       const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
       await Promise.all([server.connect(serverSide), client.connect(clientSide)]);
       try {
@@ -126,6 +131,20 @@ export function agentsAfternoon(stage: Stage): Scene {
       );
       // One refund on the sandbox's ledger, whatever the agent tried.
       await stage.ledger('refunds', 1, stripe.refunds({ payment_intent }).length);
+    },
+  };
+}
+
+/**
+ * The SDK's validator, each tool's output schema compiled when the tool first answers rather than
+ * when the tools are listed: the agent calls three of the five, and each compile (ajv generates code)
+ * is a few tens of milliseconds of the demo's start. Every answer is still checked against its schema.
+ */
+function onFirstUse(validator: jsonSchemaValidator): jsonSchemaValidator {
+  return {
+    getValidator<T>(schema: Parameters<jsonSchemaValidator['getValidator']>[0]) {
+      let compiled: ReturnType<typeof validator.getValidator<T>> | undefined;
+      return (input: unknown) => (compiled ??= validator.getValidator<T>(schema))(input);
     },
   };
 }
