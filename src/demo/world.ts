@@ -34,7 +34,7 @@ export const DEMO_STORE_URL = 'memory:';
 const DEMO_ACTOR = 'recon-demo';
 
 /** The time recon and the sandboxes read: the machine's, moved on by `advance`. */
-export interface DemoClock {
+interface DemoClock {
   now: () => Date;
   /** Moves the clock on by `ms`, for everyone at once; returns the new time. */
   advance: (ms: number) => Date;
