@@ -31,6 +31,8 @@ Examples:
 
 export async function runDemo(deps: Deps): Promise<void> {
   if (deps.globals.db) warn(deps.io, '--db is not used: the demo always plays on a throw-away in-memory store');
+  // The store's WebAssembly is compiled and its template inflated on other threads while the demo's modules load.
+  await (await import('../src/store/open.js')).prefetchStore('memory:');
   const { playDemo } = await import('../src/demo/play.js');
   const json = deps.globals.json;
   const s = await styleFor(deps.io);

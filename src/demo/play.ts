@@ -3,13 +3,21 @@
  * (numbered 11) against the sandboxes, through the same core functions the commands use (record,
  * submit, run, webhook ingest, audit duplicates, ops list/show) and the tools `recon mcp` serves.
  * The incidents are interleaved so the ones that must wait out the uncertainty window wait once,
- * together: setup for all, `recon run` inside the window, one short sleep,
- * `recon run` just past it, then the final checks.
+ * together: setup for all, `recon run` inside the window, the clock moved past it,
+ * `recon run` again, then the final checks.
+ *
+ * The setups are played at once, on the one store: each incident has its own operations, payments
+ * and orders, and checks the ledger by its own payment or order (incident 11 counts the requests of
+ * its own key), so none sees another's work. What they wait on (the Stripe SDK's half-second pause
+ * before it retries a dropped connection, in incidents 1 and 11; the sandboxes' answers) overlaps
+ * with the others' work instead of adding up. Their narration is told one incident after the other,
+ * in the order they are cast, as if played one by one (narration.ts).
  */
 import { listOperations } from '../core/journal/operations.js';
 import { runPass } from '../core/reconcile/run.js';
 import { operationsJson, showOperation } from '../core/journal/views.js';
 import { agentsAfternoon } from './agent.js';
+import { Narration } from './narration.js';
 import { commitThenDrop, oldDuplicate, secondClick, webhookTwice } from './refunds.js';
 import { delayedIndexing, keyRetentionPassed } from './shipments.js';
 import { Stage, type DemoListener, type DemoReport, type Scene } from './stage.js';
@@ -17,17 +25,16 @@ import { DEMO_STORE_URL, DEMO_WINDOW_MS, startDemoWorld, type DemoWorld } from '
 
 export type { Check, DemoListener, DemoReport, DemoStep, DemoTable } from './stage.js';
 
-/** Past the window by this much, so the second pass is never a few milliseconds early. */
+/** Past the window by this much, as a second `recon run` from cron would be. */
 const WINDOW_MARGIN_MS = 100;
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export async function playDemo(listener: DemoListener): Promise<DemoReport> {
   const started = Date.now();
   const world = await startDemoWorld();
   try {
-    const scenes = cast(world, listener);
-    for (const s of scenes) await s.setup();
+    const narration = new Narration(listener);
+    const scenes = cast(world, () => narration.lane());
+    await setUp(narration, scenes);
     await showList(world, listener, 'recon ops list (before recon run)');
 
     await listener.onStep({
@@ -35,13 +42,16 @@ export async function playDemo(listener: DemoListener): Promise<DemoReport> {
       heading: true,
     });
     const first = await reconcile(world, listener, 'recon run (pass 1)');
-    const firstDone = Date.now();
     for (const s of scenes) await s.afterRun?.(1, first);
 
-    // The waiting operations' not_found streak began during pass 1: wait until it is a window old.
-    const wait = firstDone + DEMO_WINDOW_MS + WINDOW_MARGIN_MS - Date.now();
-    await listener.onStep({ text: `waiting ${Math.max(0, wait)} ms for the uncertainty window to pass` });
-    if (wait > 0) await sleep(wait);
+    // The waiting operations' not_found streak began during pass 1: it is a window old once the clock
+    // has moved on by a window. Recon and the sandboxes read the demo's clock (world.ts), so moving it
+    // is, for all of them, the wait it stands for.
+    const skip = DEMO_WINDOW_MS + WINDOW_MARGIN_MS;
+    world.clock.advance(skip);
+    await listener.onStep({
+      text: `${skip} ms later: the demo moves its clock on past the uncertainty window instead of sleeping (recon and the providers read that clock)`,
+    });
 
     await listener.onStep({ text: 'recon run, pass 2 (past the window)', heading: true });
     const second = await reconcile(world, listener, 'recon run (pass 2)');
@@ -70,9 +80,9 @@ export async function playDemo(listener: DemoListener): Promise<DemoReport> {
   }
 }
 
-/** In the order they are played: the ones settled before any run first, the audit's seed before recon acts. */
-function cast(world: DemoWorld, listener: DemoListener): Scene[] {
-  const stage = (n: number, title: string) => new Stage(world, listener, n, title);
+/** In the order they are told: the ones settled before any run first, the audit's old duplicate before recon acts. */
+function cast(world: DemoWorld, lane: () => DemoListener): Scene[] {
+  const stage = (n: number, title: string) => new Stage(world, lane(), n, title);
   return [
     oldDuplicate(stage(9, 'An old duplicate at the provider, from before recon')),
     secondClick(stage(2, 'The second click')),
@@ -82,6 +92,18 @@ function cast(world: DemoWorld, listener: DemoListener): Scene[] {
     keyRetentionPassed(stage(5, "Key retention passed and the provider's lookup is not authoritative")),
     agentsAfternoon(stage(11, "The agent's afternoon: an AI agent's refund through recon mcp")),
   ];
+}
+
+/**
+ * Every scene's setup, at once. The ones with a wait they cannot shorten (Scene.waiting) start first;
+ * the others start once all those waits have begun, and are played during them.
+ */
+function setUp(narration: Narration, scenes: Scene[]): Promise<void> {
+  const leads = new Map<Scene, Promise<void>>();
+  for (const s of scenes) if (s.waiting) leads.set(s, s.setup());
+  // A lead that fails before its wait begins does not keep the others from starting.
+  const begun = Promise.all([...leads].map(([s, setup]) => Promise.race([s.waiting, setup.catch(() => undefined)])));
+  return narration.together(scenes.map((s) => leads.get(s) ?? begun.then(() => s.setup())));
 }
 
 async function reconcile(world: DemoWorld, listener: DemoListener, title: string) {

@@ -27,6 +27,8 @@ export function commitThenDrop(stage: Stage): Scene {
   const { stripe } = stage.world;
   return {
     stage,
+    // The refund's first request, dropped: the SDK pauses before it sends it again.
+    waiting: stage.world.stripeRequestArrives('POST /v1/refunds', id),
     async setup() {
       await stage.heading();
       const { payment_intent } = stripe.seedPaymentIntent({ amount: 5000, currency: 'usd', id: 'pi_demo_1001' });

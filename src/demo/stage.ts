@@ -114,6 +114,12 @@ export class Stage {
 /** One incident of SPEC §8, played in phases so the incidents that wait for a window wait together. */
 export interface Scene {
   readonly stage: Stage;
+  /**
+   * For a scene whose setup sits through a wait it cannot shorten (the Stripe SDK's half-second pause
+   * before it retries a dropped connection): resolves once that wait has begun. Such scenes start
+   * first, and the others once every such wait has begun, to run during it (play.ts).
+   */
+  readonly waiting?: Promise<void>;
   /** Everything before the first `recon run`. */
   setup(): Promise<void>;
   /** After each reconciliation pass: 1 inside the uncertainty window, 2 just past it. */

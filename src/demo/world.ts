@@ -2,6 +2,12 @@
  * The demo's world: the sandbox providers in this process, a configuration that points at them
  * with short windows, and a throw-away in-memory store. Nothing is written to disk, so the demo
  * can never touch a `.recon/` folder or a config file in the caller's directory.
+ *
+ * One clock for all of it: recon's (the core's injected `now`) and the sandboxes' (their objects'
+ * `created`, their `Date` header, key retention, delayed indexing) read the demo's clock, the
+ * machine's time plus whatever the demo has moved it on. Where the demo only needs time to pass
+ * (past the uncertainty window, past the legacy warehouse's key retention) it moves that clock
+ * rather than sleeping, and says so; every party sees the same time, as after a real wait.
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -17,9 +23,9 @@ import type { Provider } from '../types.js';
 import { warehouseProviderConfig } from '../sandbox/warehouse/provider-config.js';
 
 /**
- * The uncertainty window every demo provider uses: long enough to show a wait, short enough to sit
- * through. The demo waits it out once (play.ts), so it is a fourth of the demo's wall time at 1 s;
- * what the demo shows (a wait inside the window, a retry past it) is the same at 500 ms.
+ * The uncertainty window every demo provider uses. The demo moves its clock past it once (play.ts)
+ * rather than sleeping through it, so its length costs no wall time; it is short so that the ages
+ * and times the demo prints stay those of a run that takes a few seconds.
  */
 export const DEMO_WINDOW_MS = 500;
 /** How long the legacy warehouse keeps an idempotency key: past it by the second run (incident 5). */
@@ -27,14 +33,26 @@ export const LEGACY_KEY_RETENTION_MS = 500;
 export const DEMO_STORE_URL = 'memory:';
 const DEMO_ACTOR = 'recon-demo';
 
+/** The time recon and the sandboxes read: the machine's, moved on by `advance`. */
+interface DemoClock {
+  now: () => Date;
+  /** Moves the clock on by `ms`, for everyone at once; returns the new time. */
+  advance: (ms: number) => Date;
+}
+
 export interface DemoWorld {
   ctx: CoreContext;
+  clock: DemoClock;
   config: LoadedConfig;
   stripe: StripeSandbox;
   /** The warehouse of SPEC §6 (http provider, keys kept 7 days, lookup not authoritative). */
   warehouse: WarehouseSandbox;
   /** An older warehouse that forgets idempotency keys after one second. */
   legacyWarehouse: WarehouseSandbox;
+  /** API requests that reached the Stripe sandbox on `route` (e.g. `POST /v1/refunds`) with this idempotency key. */
+  stripeRequests(route: string, idempotencyKey: string): number;
+  /** Resolves when the first such request reaches the Stripe sandbox. */
+  stripeRequestArrives(route: string, idempotencyKey: string): Promise<void>;
   provider(name: string): Promise<Provider>;
   close(): Promise<void>;
 }
@@ -50,7 +68,27 @@ function warehouseConfig(baseUrl: string, keyRetention: string): Record<string, 
   });
 }
 
-export async function startDemoWorld(o: { now?: () => Date } = {}): Promise<DemoWorld> {
+export async function startDemoWorld(): Promise<DemoWorld> {
+  let offsetMs = 0;
+  const nowMs = () => Date.now() + offsetMs;
+  const clock: DemoClock = {
+    now: () => new Date(nowMs()),
+    advance(ms) {
+      offsetMs += ms;
+      return clock.now();
+    },
+  };
+  const requests = new Map<string, number>();
+  const arrivals = new Map<string, { promise: Promise<void>; arrived: () => void }>();
+  const arrival = (tag: string) => {
+    let a = arrivals.get(tag);
+    if (!a) {
+      let arrived!: () => void;
+      const promise = new Promise<void>((resolve) => (arrived = resolve));
+      arrivals.set(tag, (a = { promise, arrived }));
+    }
+    return a;
+  };
   const opened: { close(): Promise<void> }[] = [];
   const providers = new Map<string, Promise<Provider>>();
   const close = async () => {
@@ -59,13 +97,24 @@ export async function startDemoWorld(o: { now?: () => Date } = {}): Promise<Demo
     for (const c of opened.reverse()) await c.close().catch(() => undefined);
   };
   try {
-    const stripe = await startStripeSandbox({ apiKey: 'sk_test_demo', webhookSecret: 'whsec_demo' });
+    const stripe = await startStripeSandbox({
+      apiKey: 'sk_test_demo',
+      webhookSecret: 'whsec_demo',
+      now: nowMs,
+      onRequest: (route, key) => {
+        if (!key) return;
+        const tag = `${route} ${key}`;
+        requests.set(tag, (requests.get(tag) ?? 0) + 1);
+        arrival(tag).arrived();
+      },
+    });
     opened.push(stripe);
-    const warehouse = await startWarehouseSandbox({ token: WAREHOUSE_TOKEN });
+    const warehouse = await startWarehouseSandbox({ token: WAREHOUSE_TOKEN, now: nowMs });
     opened.push(warehouse);
     const legacyWarehouse = await startWarehouseSandbox({
       token: WAREHOUSE_TOKEN,
       keyRetentionMs: LEGACY_KEY_RETENTION_MS,
+      now: nowMs,
     });
     opened.push(legacyWarehouse);
     const text = JSON.stringify({
@@ -92,11 +141,14 @@ export async function startDemoWorld(o: { now?: () => Date } = {}): Promise<Demo
     const db: Db = await openStore(DEMO_STORE_URL);
     opened.push(db);
     return {
-      ctx: { db, actor: DEMO_ACTOR, now: o.now ?? (() => new Date()) },
+      ctx: { db, actor: DEMO_ACTOR, now: clock.now },
+      clock,
       config,
       stripe,
       warehouse,
       legacyWarehouse,
+      stripeRequests: (route, key) => requests.get(`${route} ${key}`) ?? 0,
+      stripeRequestArrives: (route, key) => arrival(`${route} ${key}`).promise,
       provider(name) {
         let p = providers.get(name);
         if (!p) providers.set(name, (p = createProvider(name, config)));

@@ -90,6 +90,22 @@ export async function openStore(url: string, opts: OpenStoreOptions = {}): Promi
   }
 }
 
+/**
+ * Starts what opening a new `memory:` store begins with, in the background: reading and compiling
+ * PGlite's WebAssembly (once per process) and inflating the migrated store template (for the next
+ * store made from it). Both run on other threads: a caller with modules to load before it opens the
+ * store (`recon demo`) calls this first, and the store's start overlaps with them. Other URLs: nothing.
+ */
+export async function prefetchStore(url: string): Promise<void> {
+  if (url !== 'memory:') return;
+  const [{ prefetchRuntime }, { prefetchTemplate }] = await Promise.all([
+    import('./pglite.js'),
+    import('./template.js'),
+  ]);
+  prefetchRuntime();
+  prefetchTemplate('memory');
+}
+
 async function openTarget(target: StoreTarget, url: string, useTemplate: boolean): Promise<Db> {
   if (target.kind === 'postgres') {
     const { openPostgres } = await import('./postgres.js');
@@ -97,6 +113,6 @@ async function openTarget(target: StoreTarget, url: string, useTemplate: boolean
   }
   const [{ openPglite }, { readTemplate }] = await Promise.all([import('./pglite.js'), import('./template.js')]);
   return openPglite(url, target.kind === 'pglite' ? target.path : undefined, {
-    template: useTemplate ? readTemplate : undefined,
+    template: useTemplate ? () => readTemplate(target.kind === 'memory' ? 'memory' : 'folder') : undefined,
   });
 }

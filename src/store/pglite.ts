@@ -92,17 +92,59 @@ export function templateVersions(db: Db): number[] {
  * it, and every new store is a copy of this folder (its bytes inflated, untarred and written), so the
  * 16 MB segment, nearly all zeros, was 40% of what each copy moved (41 → 30 MB). The segment size is
  * the store's own from then on (pg_control), like any initdb option; PostgreSQL handles either.
+ * Dumped twice: `folder`, for new `pglite:` folders, then `memory`, the same without the template
+ * databases (dropTemplateDatabases).
  */
-export async function dumpMigratedStore(): Promise<Uint8Array> {
+export async function dumpMigratedStore(): Promise<{ folder: Uint8Array; memory: Uint8Array }> {
   const { migrate } = await import('./migrate.js');
   const { PGlite } = await import('@electric-sql/pglite');
   const pg = await PGlite.create({ ...(await runtimeFiles()), initDbStartParams: ['--wal-segsize=1'] });
+  const dump = async () => new Uint8Array(await (await pg.dumpDataDir('gzip')).arrayBuffer());
   try {
     await migrate(wrap(pg, 'memory:'));
-    const blob = await pg.dumpDataDir('gzip');
-    return new Uint8Array(await blob.arrayBuffer());
+    await dropRecycledWal(pg, PGlite.paths.PGDATA);
+    const folder = await dump();
+    await dropTemplateDatabases(pg);
+    await dropRecycledWal(pg, PGlite.paths.PGDATA);
+    return { folder, memory: await dump() };
   } finally {
     await pg.close();
+  }
+}
+
+/**
+ * The `memory:` template: a `memory:` store lives as long as its process (the demo, tests) and is only
+ * ever the `postgres` database PGlite opens. template0 and template1, which initdb makes for CREATE
+ * DATABASE to copy, were 15 of the 24 MB each new one inflates, untars and writes, half of its start
+ * (node --cpu-prof of `recon demo`). Dropped as PostgreSQL drops a database, catalog and files; a
+ * `pglite:` folder, kept for good, keeps them, as any PostgreSQL cluster does.
+ */
+async function dropTemplateDatabases(pg: PGlite): Promise<void> {
+  for (const name of ['template0', 'template1']) {
+    await pg.exec(`ALTER DATABASE ${name} IS_TEMPLATE false`);
+    await pg.exec(`DROP DATABASE ${name}`);
+  }
+}
+
+/**
+ * Leaves in pg_wal only the segments that hold WAL: PostgreSQL renames the segments a checkpoint no
+ * longer needs to future names, kept for reuse (up to min_wal_size, 80 MB), full of old records. In
+ * the template they were 6 of its 7 MB of WAL, a fifth of what every new store inflates and untars,
+ * for nothing: PostgreSQL creates a segment when it needs one. After a checkpoint the WAL to keep runs
+ * from its redo point to the insert position; a store made from the template replays no more.
+ */
+async function dropRecycledWal(pg: PGlite, dataDir: string): Promise<void> {
+  await pg.exec('CHECKPOINT');
+  const { rows } = await pg.query<{ first: string; last: string }>(
+    `SELECT (pg_control_checkpoint()).redo_wal_file AS first,
+            pg_walfile_name(pg_current_wal_insert_lsn() + 1) AS last`,
+  );
+  const { first, last } = rows[0];
+  const dir = `${dataDir}/pg_wal`;
+  // Emscripten's FS, which PGlite's types leave unresolved.
+  const fs = pg.Module.FS as unknown as { readdir(path: string): string[]; unlink(path: string): void };
+  for (const name of fs.readdir(dir)) {
+    if (/^[0-9A-F]{24}$/.test(name) && (name < first || name > last)) fs.unlink(`${dir}/${name}`);
   }
 }
 
@@ -180,6 +222,12 @@ export const BASELINE_WASM_FLAGS = '--no-wasm-dynamic-tiering --no-wasm-tier-up'
  * PGlite finds them itself, as before.
  */
 let runtime: Promise<{ pgliteWasmModule?: WebAssembly.Module; fsBundle?: Blob }> | undefined;
+
+/** Starts reading and compiling PGlite's files now (other threads do the work), for a store opened soon. */
+export function prefetchRuntime(): void {
+  void runtimeFiles();
+}
+
 function runtimeFiles() {
   runtime ??= (async () => {
     try {

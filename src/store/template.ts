@@ -7,7 +7,8 @@
  * start from it.
  *
  * Built by `npm run build` (and `npm test`): `scripts/store-template.mjs` writes
- * `dist/store-template/<key>.tar.gz`. The key names the PGlite version and a hash of the migration
+ * `dist/store-template/<key>.tar.gz`, and `<key>.memory.tar.gz` for `memory:` stores: the same store
+ * without the template databases (dumpMigratedStore in pglite.ts). The key names the PGlite version and a hash of the migration
  * files, so a template is only ever used with the PostgreSQL build and the migrations it was made
  * from; when none matches (a migration added since the build, another PGlite), a store is created
  * and migrated as before. A store made from it holds what the migrations write, their bookkeeping
@@ -21,18 +22,24 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { loadMigrations, migrationsDir } from './migrate.js';
 
-/** Where the template for the current migrations and PGlite would be: `<package>/dist/store-template/<key>.tar.gz`. */
-export function templatePath(): string {
+/** `folder`: for a new `pglite:` folder, a store kept for good; `memory:`: for a store that lives as long as its process. */
+export type TemplateKind = 'folder' | 'memory';
+
+/**
+ * Where the template for the current migrations and PGlite would be:
+ * `<package>/dist/store-template/<key>.tar.gz` (`<key>.memory.tar.gz` for `memory:` stores).
+ */
+export function templatePath(kind: TemplateKind = 'folder'): string {
   const dir = migrationsDir();
   const root = path.resolve(dir, '..', '..', '..');
-  return path.join(root, 'dist', 'store-template', `${templateKey(dir)}.tar.gz`);
+  return path.join(root, 'dist', 'store-template', `${templateKey(dir)}${kind === 'memory' ? '.memory' : ''}.tar.gz`);
 }
 
 /**
  * How the template is made, beyond the migrations (pglite.ts, dumpMigratedStore): part of the key, so
  * a template built another way before is rebuilt rather than used.
  */
-const FORMAT = 'initdb --wal-segsize=1';
+const FORMAT = 'initdb --wal-segsize=1, recycled WAL dropped, memory: without template databases';
 
 /** `pglite-<version>-schema-<latest>-<hash of the format and the migration files>`. */
 function templateKey(dir: string): string {
@@ -60,42 +67,71 @@ function pgliteVersion(): string {
  * undefined otherwise. Shaped as PGlite's `loadDataDir` reads it (only `arrayBuffer()` and `type`,
  * the way pglite.ts hands over PGlite's own file bundle): given the gzipped Blob, PGlite inflates it
  * through a web DecompressionStream in 64 KiB chunks and then copies the chunks into one buffer, ~40%
- * of loading the template (node --cpu-prof of `recon demo`); node's zlib inflates the 4.7 MB into its
- * ~40 MB in one call, into one buffer sized from the gzip trailer, handed over without a copy.
+ * of loading the template (node --cpu-prof of `recon demo`); node's zlib inflates the 3 MB into its
+ * ~24 MB in one call, into one buffer sized from the gzip trailer, handed over without a copy. It
+ * inflates on a thread of libuv's pool, from the moment the template is read: meanwhile the main
+ * thread imports PGlite and instantiates PostgreSQL, which PGlite does before it asks for the bytes.
+ * Read by `prefetchTemplate` earlier still, it is that read's bytes.
  */
-export function readTemplate(): Blob | undefined {
+export function readTemplate(kind: TemplateKind = 'folder'): Blob | undefined {
+  const ready = prefetched.get(kind);
+  prefetched.delete(kind);
+  return ready ?? inflateTemplate(kind);
+}
+
+const prefetched = new Map<TemplateKind, Blob | undefined>();
+
+/**
+ * Starts reading and inflating the template for the next store `readTemplate(kind)` is asked for, so
+ * that work overlaps with whatever the caller loads before it opens the store (`recon demo`, its modules).
+ */
+export function prefetchTemplate(kind: TemplateKind): void {
+  if (!prefetched.has(kind)) prefetched.set(kind, inflateTemplate(kind));
+}
+
+function inflateTemplate(kind: TemplateKind): Blob | undefined {
   let gz: Buffer;
   try {
-    gz = fs.readFileSync(templatePath());
+    gz = fs.readFileSync(templatePath(kind));
   } catch {
     return undefined;
   }
-  // ISIZE, the last 4 bytes: the uncompressed size (mod 2^32; the template is ~40 MB). One byte more
+  // ISIZE, the last 4 bytes: the uncompressed size (mod 2^32; the template is ~24 MB). One byte more
   // than that lets zlib end in the first output chunk, so there is nothing to concatenate; the byte
   // past the tar's end (itself two zero records) is never read as a file.
   const size = gz.length >= 4 ? gz.readUInt32LE(gz.length - 4) : 0;
-  const tar = zlib.gunzipSync(gz, { chunkSize: Math.max(64 * 1024, size + 1) });
-  const bytes = tar.byteOffset === 0 ? tar.buffer : tar.buffer.slice(tar.byteOffset, tar.byteOffset + tar.byteLength);
+  const bytes = new Promise<ArrayBuffer>((resolve, reject) => {
+    zlib.gunzip(gz, { chunkSize: Math.max(64 * 1024, size + 1) }, (err, tar) => {
+      if (err) return reject(err);
+      // The whole output buffer, the spare byte included (see above): no copy.
+      resolve(tar.byteOffset === 0 ? tar.buffer : tar.buffer.slice(tar.byteOffset, tar.byteOffset + tar.byteLength));
+    });
+  });
+  // A damaged template fails the store's creation when PGlite asks for the bytes, not before.
+  bytes.catch(() => undefined);
   // type '': not a gzip type, so PGlite untars the bytes as they are.
-  return { type: '', size: tar.byteLength, arrayBuffer: () => Promise.resolve(bytes) } as unknown as Blob;
+  return { type: '', size, arrayBuffer: () => bytes } as unknown as Blob;
 }
 
 /**
- * Writes the template for the current migrations (a fresh in-memory store, migrated, dumped), unless
- * it is there already; removes templates of other keys. Returns its path.
+ * Writes the templates for the current migrations (a fresh in-memory store, migrated, dumped), unless
+ * they are there already; removes templates of other keys. Returns the folder template's path.
  */
 export async function writeTemplate(): Promise<{ file: string; written: boolean }> {
-  const file = templatePath();
-  const folder = path.dirname(file);
-  if (fs.existsSync(file)) return { file, written: false };
+  const files = { folder: templatePath('folder'), memory: templatePath('memory') };
+  const dir = path.dirname(files.folder);
+  if (fs.existsSync(files.folder) && fs.existsSync(files.memory)) return { file: files.folder, written: false };
   const { dumpMigratedStore } = await import('./pglite.js');
-  const bytes = await dumpMigratedStore();
-  fs.mkdirSync(folder, { recursive: true });
-  const tmp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, bytes);
-  fs.renameSync(tmp, file);
-  for (const other of fs.readdirSync(folder)) {
-    if (other !== path.basename(file)) fs.rmSync(path.join(folder, other), { force: true });
+  const dumps = await dumpMigratedStore();
+  fs.mkdirSync(dir, { recursive: true });
+  for (const kind of ['folder', 'memory'] as const) {
+    const tmp = `${files[kind]}.${process.pid}.tmp`;
+    fs.writeFileSync(tmp, dumps[kind]);
+    fs.renameSync(tmp, files[kind]);
   }
-  return { file, written: true };
+  const keep = [path.basename(files.folder), path.basename(files.memory)];
+  for (const other of fs.readdirSync(dir)) {
+    if (!keep.includes(other)) fs.rmSync(path.join(dir, other), { force: true });
+  }
+  return { file: files.folder, written: true };
 }

@@ -42,6 +42,10 @@ async function contents(db: Db): Promise<Record<string, unknown[]>> {
   return out;
 }
 
+async function databases(db: Db): Promise<string[]> {
+  return (await db.query<{ datname: string }>('SELECT datname FROM pg_database ORDER BY 1')).rows.map((r) => r.datname);
+}
+
 async function withStore<T>(db: Db, fn: (db: Db) => Promise<T>): Promise<T> {
   try {
     return await fn(db);
@@ -56,6 +60,7 @@ describe('the migrated store template', () => {
       true,
     );
     expect(readTemplate()).toBeDefined();
+    expect(fs.existsSync(templatePath('memory')), 'the memory: variant is built beside it').toBe(true);
   });
 
   it('makes a memory: store identical to a freshly migrated one, with its migrations recorded', async () => {
@@ -69,6 +74,8 @@ describe('the migrated store template', () => {
     try {
       expect(templateVersions(fromTemplate)).toEqual(versions);
       expect(templateVersions(migrated)).toEqual([]);
+      // The memory: template leaves out what a store that lives one process never uses.
+      expect(await databases(fromTemplate)).toEqual(['postgres']);
       expect(await dumpSchema(fromTemplate)).toBe(await dumpSchema(migrated));
       expect(await contents(fromTemplate)).toEqual(await contents(migrated));
       expect(await schemaStatus(fromTemplate)).toEqual({
@@ -89,6 +96,8 @@ describe('the migrated store template', () => {
     const url = `pglite:${folder}`;
     await withStore(await openStore(url), async (db) => {
       expect(templateVersions(db)).toEqual(versions);
+      // A store kept for good is a whole PostgreSQL cluster; only memory: stores leave the template databases out.
+      expect(await databases(db)).toEqual(['postgres', 'template0', 'template1']);
       await db.query(`CREATE TABLE recon.kept (id int PRIMARY KEY); INSERT INTO recon.kept VALUES (7)`);
     });
     expect(fs.existsSync(path.join(folder, 'PG_VERSION'))).toBe(true);

@@ -52,8 +52,11 @@ export interface StripeSandboxOptions {
   now?: () => number;
   /** A refund of an unknown `pi_…` creates it, as stripe-mock accepts any id (see StripeLedger). Default false. */
   acceptAnyPaymentIntent?: boolean;
-  /** Called as each API request arrives, before latency and the rate limit (the bench times arrivals). */
-  onRequest?: (route: string) => void;
+  /**
+   * Called as each API request arrives, before latency and the rate limit (the bench times arrivals),
+   * with its `Idempotency-Key` if it has one (the demo counts one operation's requests among others').
+   */
+  onRequest?: (route: string, idempotencyKey: string | undefined) => void;
 }
 
 export interface StripeSandbox {
@@ -137,7 +140,9 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
     const name = route?.name ?? `${method} (unknown)`;
     stats.requests++;
     stats.byRoute[name] = (stats.byRoute[name] ?? 0) + 1;
-    opts.onRequest?.(name);
+    const key = req.headers['idempotency-key'];
+    const idempotencyKey = typeof key === 'string' && key !== '' ? key : undefined;
+    opts.onRequest?.(name, idempotencyKey);
     countStatus(stats, res);
     if (opts.latencyMs) await sleep(opts.latencyMs);
     const send = (status: number, body: unknown, headers?: Record<string, string>) =>
@@ -162,7 +167,6 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
       );
     }
     const body = method === 'POST' ? parseForm(await readBody(req)) : query;
-    const key = req.headers['idempotency-key'];
     await route.handler(ctx, {
       req,
       res,
@@ -170,7 +174,7 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
       params: body,
       id: route.id,
       send,
-      idempotencyKey: typeof key === 'string' && key !== '' ? key : undefined,
+      idempotencyKey,
     });
   };
 
