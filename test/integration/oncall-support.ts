@@ -8,6 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { Db } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
 import { migratedStoreAt } from '../support/backends.js';
@@ -92,24 +93,66 @@ export interface TtyResult {
   screen: string;
 }
 
+/** Options of a run under a pseudo-terminal. */
+interface TtyOptions {
+  cwd?: string;
+  env?: Record<string, string | undefined>;
+  cols?: number;
+  rows?: number;
+  keys?: string;
+  /** Type `keys` once the screen shows this (e.g. a prompt's "(y/N)"). */
+  waitFor?: RegExp;
+}
+
+const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
 /**
  * Runs recon under a pseudo-terminal of `cols` columns: stdin, stdout and stderr are a TTY.
  * `keys` are typed once the screen matches `waitFor` (e.g. "\u0003", Ctrl-C, at a prompt).
  */
-export function reconTty(
-  args: string[],
-  opts: {
-    cwd?: string;
-    env?: Record<string, string | undefined>;
-    cols?: number;
-    rows?: number;
-    keys?: string;
-    /** Type `keys` once the screen shows this (e.g. a prompt's "(y/N)"). */
-    waitFor?: RegExp;
-  } = {},
-): Promise<TtyResult> {
-  const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-  const cmd = `stty cols ${opts.cols ?? 100} rows ${opts.rows ?? 50}; ${quote(process.execPath)} ${quote(RECON_BIN)} ${args.map(quote).join(' ')}`;
+export function reconTty(args: string[], opts: TtyOptions = {}): Promise<TtyResult> {
+  return underTty(`${quote(process.execPath)} ${quote(RECON_BIN)} ${args.map(quote).join(' ')}`, opts);
+}
+
+/**
+ * Runs several recon commands one after the other in one process under a pseudo-terminal of
+ * `cols` columns, each as the binary runs it (bin/recon calls dist/bin/main.js's main() with its
+ * argv; each command opens and closes its store itself), and returns what each one showed and its
+ * exit code. One process boots the embedded store's runtime (PGlite's WebAssembly, ~1 s of CPU)
+ * once instead of once per command: for screens of several commands at one width, where what the
+ * terminal shows is the point and not the process. Not for bin/recon's own paths (`--help`,
+ * `--version`), signals or prompts: reconTty.
+ */
+export async function reconTtyEach(
+  commands: string[][],
+  opts: Omit<TtyOptions, 'keys' | 'waitFor'> = {},
+): Promise<TtyResult[]> {
+  const main = path.join(path.dirname(RECON_BIN), '..', 'dist', 'bin', 'main.js');
+  const driver = [
+    `const { main } = await import(${JSON.stringify(pathToFileURL(main).href)});`,
+    `for (const [i, args] of JSON.parse(process.argv[1]).entries()) {`,
+    `  process.exitCode = undefined;`,
+    `  await main([process.execPath, ${JSON.stringify(RECON_BIN)}, ...args]);`,
+    `  process.stdout.write('\\n${EACH_END} ' + i + ' exit ' + (process.exitCode ?? 0) + '\\n');`,
+    `}`,
+    `process.exitCode = 0;`,
+  ].join('\n');
+  const cmd = `${quote(process.execPath)} --input-type=module -e ${quote(driver)} ${quote(JSON.stringify(commands))}`;
+  const all = await underTty(cmd, opts);
+  if (all.code !== 0) throw new Error(`reconTtyEach: the commands' process exited ${all.code}:\n${all.screen}`);
+  const parts = all.screen.split(new RegExp(`\\n${EACH_END} (\\d+) exit (\\d+)\\n`));
+  // [screen 0, "0", code 0, screen 1, "1", code 1, …, what followed the last one]
+  return commands.map((args, i) => {
+    if (parts[3 * i + 1] !== String(i))
+      throw new Error(`reconTtyEach: no end of \`recon ${args.join(' ')}\`:\n${all.screen}`);
+    return { code: Number(parts[3 * i + 2]), screen: parts[3 * i] };
+  });
+}
+/** The line the reconTtyEach driver writes after each command. */
+const EACH_END = '@@reconTtyEach';
+
+function underTty(command: string, opts: TtyOptions): Promise<TtyResult> {
+  const cmd = `stty cols ${opts.cols ?? 100} rows ${opts.rows ?? 50}; ${command}`;
   // PAGER=cat unless a test names one: a pager waiting for a key would hold the test until its timeout.
   const env = cleanEnv({
     TERM: 'xterm',

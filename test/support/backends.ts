@@ -12,6 +12,7 @@ import { inject } from 'vitest';
 import type { Db } from '../../src/store/db.js';
 import { openStore, type OpenStoreOptions } from '../../src/store/open.js';
 import { atFileEnd } from './file-end.js';
+import { smallBufferPool } from './pglite-conf.js';
 import { createDatabase } from './postgres.js';
 
 export interface Backend {
@@ -65,7 +66,8 @@ function tempStoreFolder(): string {
 // Creating a PGlite data folder (its initdb) and migrating it takes seconds; copying a closed,
 // migrated one takes milliseconds. global-setup.ts makes one per run; without it (a file run
 // with another config), one per worker, made on first use and kept (not a temp store of the file:
-// the worker may run other files after this one) until the worker exits.
+// the worker may run other files after this one) until the worker exits. Either one has a small
+// buffer pool (pglite-conf.ts).
 let pgliteTemplate: Promise<string> | undefined;
 function migratedPgliteTemplate(): Promise<string> {
   pgliteTemplate ??= (async () => {
@@ -75,6 +77,7 @@ function migratedPgliteTemplate(): Promise<string> {
     process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
     const folder = path.join(dir, 'db');
     await (await openStore(`pglite:${folder}`)).close();
+    smallBufferPool(folder);
     return folder;
   })();
   return pgliteTemplate;

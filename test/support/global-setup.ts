@@ -15,7 +15,11 @@
  * The run gets a temporary folder of its own (`TMPDIR`, which the workers and every child process
  * inherit), so other runs on the same machine do not count: at the end it must be empty (a test
  * removes what it creates). If not, the run fails naming what was left, and the folder is
- * removed either way, leaving /tmp as the run found it.
+ * removed either way, leaving /tmp as the run found it. It is made in RAM (/dev/shm) where there
+ * is room (runTempBase): the stores the tests copy, write and delete are disk work that no test is about.
+ *
+ * A run of the unit project alone (`vitest run --project unit`) starts no server and makes no
+ * template: no unit file uses a store.
  */
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -24,6 +28,7 @@ import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { openStore } from '../../src/store/open.js';
 import { templatePath } from '../../src/store/template.js';
+import { smallBufferPool } from './pglite-conf.js';
 import { createDatabase, startPostgres } from './postgres.js';
 
 declare module 'vitest' {
@@ -52,6 +57,8 @@ async function pgliteTemplates(): Promise<{ migrated: string; empty: string; rem
     // `npm test` builds (scripts/store-template.mjs), else the initdb copy, migrated here.
     if (!fs.existsSync(templatePath())) fs.cpSync(empty, migrated, { recursive: true });
     await (await openStore(`pglite:${migrated}`)).close();
+    smallBufferPool(empty);
+    smallBufferPool(migrated);
   } catch (err) {
     remove();
     throw err;
@@ -105,7 +112,8 @@ async function postgresWithTemplate() {
 
 export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
   // Each vitest project (unit, integration) runs this setup; the first one does the work and the
-  // others reuse it through the environment of this same main process.
+  // others reuse it through the environment of this same main process. The stores are for the
+  // integration files: a run of the unit project alone gets the run's temporary folder only.
   const existing = process.env.RECON_TEST_SETUP;
   if (existing) {
     const shared = JSON.parse(existing) as {
@@ -121,10 +129,11 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     return undefined;
   }
   const runTmp = runTempFolder();
+  const stores = project.vitest.projects.some((p) => p.name !== 'unit');
   const backend = process.env.RECON_TEST_BACKEND;
   const [started, made] = await Promise.allSettled([
-    backend === 'pglite' ? undefined : postgresWithTemplate(),
-    backend === 'postgres' ? undefined : pgliteTemplates(),
+    !stores || backend === 'pglite' ? undefined : postgresWithTemplate(),
+    !stores || backend === 'postgres' ? undefined : pgliteTemplates(),
   ]);
   if (started.status === 'rejected' || made.status === 'rejected') {
     // One failed: undo what the other made.
@@ -172,7 +181,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
  */
 function runTempFolder(): { removeOnExit: () => void; remove: () => string[] } {
   const previous = process.env.TMPDIR;
-  const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-test-run-'));
+  const folder = fs.mkdtempSync(path.join(runTempBase(), 'recon-test-run-'));
   fs.chmodSync(folder, 0o755);
   process.env.TMPDIR = folder;
   const onExit = () => fs.rmSync(folder, { recursive: true, force: true });
@@ -188,4 +197,30 @@ function runTempFolder(): { removeOnExit: () => void; remove: () => string[] } {
       return left;
     },
   };
+}
+
+/** statfs's f_type of a tmpfs (linux/magic.h TMPFS_MAGIC). */
+const TMPFS_MAGIC = 0x01021994;
+/** Room the run's folder may take: the PostgreSQL server's databases (one per store a test makes) and the stores. */
+const RUN_ROOM = 4 * 2 ** 30;
+
+/**
+ * Where the run's temporary folder is made: `TMPDIR` when set; else /dev/shm when it is a tmpfs
+ * with RUN_ROOM free; else the system's temporary folder. The tests copy a 30 MB data folder
+ * for most stores they make, PGlite and the server write to them, and every file's stores are
+ * deleted after it; on a disk that is seconds of waiting per file (a copy ~0.3–3 s, a delete
+ * ~1 s with `discard`, on a busy machine), in RAM a tenth of it. A container's small /dev/shm
+ * (Docker's default 64 MB) is not used.
+ */
+function runTempBase(): string {
+  if (process.env.TMPDIR) return os.tmpdir();
+  const shm = '/dev/shm';
+  try {
+    const fsStat = fs.statfsSync(shm);
+    fs.accessSync(shm, fs.constants.W_OK);
+    if (fsStat.type === TMPFS_MAGIC && fsStat.bavail * fsStat.bsize >= RUN_ROOM) return shm;
+  } catch {
+    // No /dev/shm here, or not one this user may write.
+  }
+  return os.tmpdir();
 }
