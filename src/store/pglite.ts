@@ -63,6 +63,16 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
     if (err instanceof ReconError) throw err;
     const problem = fsProblem(err);
     if (problem) throw fsError(problem, err, displayUrl, absDir, fresh ? 'nothing was kept' : null);
+    // PostgreSQL writes at every start (a WAL segment): on a full disk PGlite only says "failed to
+    // initialize properly", which must not read as a damaged store.
+    if (absDir && !fresh && diskNearlyFull(absDir))
+      throw fsError(
+        'space',
+        new Error('No space left on device (ENOSPC) for PostgreSQL to start'),
+        displayUrl,
+        absDir,
+        'it could not start, so the change was not made',
+      );
     const e = pgliteError(err, displayUrl);
     throw new StoreLockedError(
       `cannot open the embedded store ${displayUrl}: ${e.message}; is ${absDir} a recon store written by a ` +
@@ -349,6 +359,16 @@ function checkWritable(dir: string, displayUrl: string): void {
         throw fsError('permission', err, displayUrl, p, null);
       if (code !== 'ENOENT') throw err;
     }
+  }
+}
+
+/** Less free space on the store's disk than PostgreSQL needs to start (a 16 MB WAL segment, at most). */
+function diskNearlyFull(dir: string): boolean {
+  try {
+    const st = fs.statfsSync(dir);
+    return st.bavail * st.bsize < 16 * 1024 * 1024;
+  } catch {
+    return false;
   }
 }
 
