@@ -373,7 +373,8 @@ describeWorld('recon mcp --http', (suite) => {
     );
     expect((timedOut as Error).message).not.toMatch(/fail/i);
     // The request reached Stripe, once (the store's work before it may outlast the timeout on a busy machine).
-    await vi.waitFor(() => expect(world.stripe.faults.held()).toBe(1), { timeout: 60_000, interval: 20 });
+    const stripe = world.stripe;
+    await vi.waitFor(() => expect(stripe.faults.held()).toBe(1), { timeout: 60_000, interval: 20 });
 
     world.stripe.faults.release();
     await vi.waitFor(
