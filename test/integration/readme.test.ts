@@ -88,7 +88,7 @@ describe('README: On call, step by step', () => {
         const done =
           text.endsWith('&') && port ? `wait_port ${port}; echo "${i} $?" >> "$EXITS"` : `echo "${i} $?" >> "$EXITS"`;
         // The store `recon init` made gets the 16 MB buffer pool of the tests' other stores (pglite-conf.ts):
-        // PostgreSQL zeroes initdb's 128 MB at every start, ~0.6 s of CPU in each of the commands after it.
+        // PostgreSQL zeroes initdb's 128 MB at every start, ~0.4 s of CPU in each of the commands after it.
         return /^recon init\b/.test(text) ? [text, done, SMALL_POOL] : [text, done];
       }),
       // What the walkthrough leaves, for the assertions below.
