@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import LongFirstSequencer from './test/support/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -15,6 +16,8 @@ export default defineConfig({
     reporters: ['default', './test/support/optional-reporter.ts'],
     // Per-file cleanup of the support modules (test/support/file-end.ts), isolated or not.
     setupFiles: ['test/support/setup-file.ts'],
+    // vitest's order (longest, else largest, first) with the files long for their size first (sequencer.ts).
+    sequence: { sequencer: LongFirstSequencer },
     projects: [
       {
         extends: true,

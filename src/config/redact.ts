@@ -88,6 +88,14 @@ function deep(value: unknown, depth: number): unknown {
   return out;
 }
 
+/**
+ * For tests: the registered secrets, to register again after a command run in the test process
+ * (which starts with none, as a new process does: test/support/in-process.ts).
+ */
+export function registeredSecrets(): string[] {
+  return [...secrets];
+}
+
 /** For tests: forget the registered secrets. */
 export function clearSecrets(): void {
   secrets.clear();

@@ -3,13 +3,18 @@
  * A module provider whose errors, messages and request ids carry its `${MOD_TOKEN}`, and a store URL
  * with `?password=`: every output of every command (stdout, stderr, `--json`), the audit trail,
  * observations and attempts, and the metrics file are searched for each secret value.
+ *
+ * The commands run in this process (test/support/in-process.ts: the same main() and error mapping
+ * as the binary; each command starts with no secret registered, as a new process does, and opens
+ * the store its URL names), not as sixteen processes.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { openStore } from '../../src/store/open.js';
-import { recon, type CliResult } from '../support/cli.js';
+import type { CliResult } from '../support/cli.js';
+import { runInProcess } from '../support/in-process.js';
 import { createDatabase } from '../support/postgres.js';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
@@ -23,7 +28,13 @@ let storeUrl: string;
 const outputs: { what: string; text: string }[] = [];
 
 async function cli(args: string[], opts: { input?: string } = {}): Promise<CliResult> {
-  const r = await recon(args, { cwd: dir, env: { MOD_TOKEN: TOKEN, RECON_DB: storeUrl, DEBUG: '1' }, ...opts });
+  // The provider's retry back-off is not waited out (shortBackoff): the retries are made all the same.
+  const r = await runInProcess(args, {
+    cwd: dir,
+    env: { MOD_TOKEN: TOKEN, RECON_DB: storeUrl, DEBUG: '1' },
+    shortBackoff: true,
+    ...opts,
+  });
   outputs.push(
     { what: `recon ${args.join(' ')} (stdout)`, text: r.stdout },
     { what: `recon ${args.join(' ')} (stderr)`, text: r.stderr },
@@ -78,7 +89,7 @@ describe('secrets are never printed or stored', () => {
     // The store unreachable: its URL (with the password) is in the message.
     const gone = new URL(storeUrl);
     gone.port = '1';
-    const unreachable = await recon(['--db', gone.toString(), 'ops', 'list', '--json'], { cwd: dir });
+    const unreachable = await runInProcess(['--db', gone.toString(), 'ops', 'list', '--json'], { cwd: dir });
     outputs.push(
       { what: 'unreachable (stdout)', text: unreachable.stdout },
       { what: 'unreachable (stderr)', text: unreachable.stderr },

@@ -1,15 +1,17 @@
 /**
  * What recon tells an agent must never lead it to the duplicate recon exists to prevent (issue 24,
- * SPEC §9), tried with the SDK's real Client over stdio against the built `bin/recon mcp`:
- * a changed amount on a refund that is done says so and offers no new operation_id; a re-planned
- * id for the same payment is held for a person; what waits for a person is listed; input recon
- * refuses is a tool result naming the field, and nothing is recorded.
+ * SPEC §9), tried with the SDK's real Client against recon's MCP server (the one `recon mcp`
+ * serves), in this process on the world's store (mcp-support.ts `inProcessAgent`: each message
+ * crosses as JSON text; the built binary over stdio is mcp-stdio.test.ts's): a changed amount on
+ * a refund that is done says so and offers no new operation_id; a re-planned id for the same
+ * payment is held for a person; what waits for a person is listed; input recon refuses is a tool
+ * result naming the field, and nothing is recorded.
  */
 import fs from 'node:fs';
 import { afterEach, expect, it } from 'vitest';
 import { describeWorld } from '../support/describe-world.js';
 import { expectExit, show } from './incidents-support.js';
-import { expectAction, refund, refundRequests, mcpWorld, stdioAgent, type Agent } from './mcp-support.js';
+import { expectAction, inProcessAgent, refund, refundRequests, mcpWorld, type Agent } from './mcp-support.js';
 
 describeWorld('recon mcp answers', (suite) => {
   let agent: Agent | undefined;
@@ -22,7 +24,7 @@ describeWorld('recon mcp answers', (suite) => {
   it('a changed amount on a confirmed refund says it is already refunded, never a new operation_id; the re-planned id waits for a person; one refund at Stripe', async () => {
     const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 10000, currency: 'usd' });
-    agent = await stdioAgent(world, 'support-bot');
+    agent = await inProcessAgent(world, 'support-bot');
     const id = 'refund:ord_2001';
     expectAction(await agent.call('propose_action', refund(id, pi.payment_intent, 2500)), 'approved');
     const done = expectAction(await agent.call('execute_action', { operation_id: id }), 'confirmed');
@@ -99,7 +101,7 @@ describeWorld('recon mcp answers', (suite) => {
   it('input recon refuses is a tool result naming the field (invalid_input), and nothing is recorded', async () => {
     const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 10000, currency: 'usd' });
-    agent = await stdioAgent(world);
+    agent = await inProcessAgent(world);
     const refusedFor = async (tool: string, args: Record<string, unknown>, field: RegExp) => {
       const r = await agent!.call(tool, args);
       expect(r.isError, JSON.stringify(r)).toBe(true);
@@ -141,7 +143,7 @@ describeWorld('recon mcp answers', (suite) => {
   it('check_action that must wait says until when (retry_after) and not that recon is checking', async () => {
     const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 10000, currency: 'usd' });
-    agent = await stdioAgent(world);
+    agent = await inProcessAgent(world);
     const id = 'refund:ord_4001';
     expectAction(await agent.call('propose_action', refund(id, pi.payment_intent, 1000)), 'approved');
     world.stripe.faults.inject({ kind: 'drop_before_commit' }, { times: 2 });

@@ -2,6 +2,8 @@
  * `recon mcp` over stdio, driven by the SDK's real Client spawning the built `bin/recon mcp` the
  * way an agent host does. The seed incident of SPEC §9: an agent's refund committed at Stripe, the
  * connection dropped, and the agent asking again — the second click must be a status question.
+ * What an agent is told when it changes an amount or must wait for a person is tried in this
+ * process (mcp-support.ts `inProcessAgent`), as in mcp-answers.test.ts.
  */
 import fs from 'node:fs';
 import { afterAll, afterEach, expect, it, vi } from 'vitest';
@@ -12,6 +14,7 @@ import type { World } from '../support/world.js';
 import { expectExit, show } from './incidents-support.js';
 import {
   expectAction,
+  inProcessAgent,
   playSeedIncident,
   refund,
   refundRequests,
@@ -24,11 +27,11 @@ const TOOLS = ['check_action', 'execute_action', 'get_action', 'list_open_action
 
 describeWorld('recon mcp over stdio', (suite) => {
   /*
-   * The first three tests share one world and one server child where they do not interfere (their
-   * own operation ids and payment intents; requests and refunds are counted from each test's start): a
-   * child on the embedded store boots PGlite, ~1 s of CPU each. A test that needs the store itself
-   * on the embedded store stops the child (`stopShared`); the next `sharedAgent()` starts another.
-   * A failed test drops the shared world, so the next one starts afresh.
+   * tools/list and the seed incident share one world and one server child (their own operation ids
+   * and payment intents; requests and refunds are counted from each test's start): a child on the
+   * embedded store boots PGlite, ~1 s of CPU each. A test that needs the store itself on the
+   * embedded store stops the child (`stopShared`); the next `sharedAgent()` starts another. A failed
+   * test drops the shared world, so the next one starts afresh.
    */
   let shared: World | undefined;
   let sharedServer: Agent | undefined;
@@ -72,11 +75,12 @@ describeWorld('recon mcp over stdio', (suite) => {
     expect(hints.check_action).toMatchObject({ readOnlyHint: false, idempotentHint: false });
   });
 
+  // What the tools answer, in this process (inProcessAgent: recon's MCP server on the world's store,
+  // each message as JSON text): a person's approval needs no server stopped to free the embedded store.
   it('a changed amount under the same operation_id is refused and nothing is sent; above autoApprove waits for a person; execute is refused until recon ops approve', async () => {
-    const world = await sharedWorld();
+    const world = await suite.world(mcpWorld());
     const pi = world.stripe.seedPaymentIntent({ amount: 20000, currency: 'usd' });
-    let agent = await sharedAgent();
-    // Counted from here: the shared world may have served the other tests' operations.
+    agent = await inProcessAgent(world, 'support-bot');
     const requestsBefore = refundRequests(world);
     const refundsBefore = world.stripe.refunds().length;
     const small = 'refund:ord_7002';
@@ -106,10 +110,8 @@ describeWorld('recon mcp over stdio', (suite) => {
     expect(refundRequests(world)).toBe(requestsBefore);
     expect(world.stripe.refunds()).toHaveLength(refundsBefore);
 
-    // A person approves. On the embedded store the server holds the lock, so it stops first.
-    if (suite.backend.name === 'pglite') await stopShared();
+    // A person approves.
     expectExit(await world.recon(['ops', 'approve', big, '--ref', 'FIN-42', '--actor', 'alice']), 0);
-    agent = await sharedAgent();
 
     const sent = expectAction(await agent.call('execute_action', { operation_id: big }), 'confirmed');
     expect(sent).toMatchObject({ sent: true, attempt: 1 });

@@ -1,12 +1,13 @@
 /**
  * Helpers for the `recon mcp` tests: the SDK's real Client connected to the built `bin/recon mcp`
- * over stdio or Streamable HTTP, or to recon's Streamable HTTP server (src/agent/http.ts) started in
- * this process on the world's open store, in a test world (sandboxes, config, store), and a
- * transcript of what the client saw.
+ * over stdio or Streamable HTTP, or to recon's MCP server (src/agent/server.ts) or its Streamable
+ * HTTP server (src/agent/http.ts) started in this process on the world's open store, in a test
+ * world (sandboxes, config, store), and a transcript of what the client saw.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,6 +15,7 @@ import { expect } from 'vitest';
 import { mcpAgent } from '../../commands/mcp.js';
 import { createDeps } from '../../commands/support/deps.js';
 import { serveHttp, type HttpServeOptions } from '../../src/agent/http.js';
+import { createAgentServer } from '../../src/agent/server.js';
 import { BIN, cleanEnv, ROOT, type JsonDoc } from '../support/cli.js';
 import { bufferIO } from '../support/in-process.js';
 import type { World, WorldOptions } from '../support/world.js';
@@ -157,6 +159,55 @@ export async function startInProcessHttpServer(
   world: World,
   options: Partial<HttpServeOptions> = {},
 ): Promise<InProcessHttpServer> {
+  const { agent, io, close } = await inProcessAgentContext(world);
+  const server = await serveHttp(agent, {
+    port: 0,
+    host: '127.0.0.1',
+    token: TOKEN,
+    version: packageVersion(),
+    ...options,
+  });
+  return {
+    url: server.url,
+    stderr: () => io.err.text,
+    async close() {
+      await server.close();
+      await close();
+    },
+  };
+}
+
+/**
+ * The SDK's real Client connected to recon's MCP server (src/agent/server.ts, the one `recon mcp`
+ * serves over stdio) in this process, on the world's open store, config and clock: each message
+ * crosses as JSON text, as on stdio, without a child process booting the store's runtime. For what
+ * the tools answer; stdioAgent for what the process and its stdio do (mcp-stdio.test.ts).
+ */
+export async function inProcessAgent(world: World, name = 'test-agent'): Promise<Agent> {
+  const { agent, io, close } = await inProcessAgentContext(world);
+  const server = createAgentServer(agent, packageVersion());
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  for (const side of [clientSide, serverSide]) {
+    const send = side.send.bind(side);
+    side.send = (message, options) => send(JSON.parse(JSON.stringify(message)) as typeof message, options);
+  }
+  await server.connect(serverSide);
+  const client = new Client({ name, version: '1.0.0' });
+  await client.connect(clientSide);
+  await client.listTools();
+  return agentOf(
+    client,
+    () => io.err.text,
+    async () => {
+      await client.close();
+      await server.close();
+      await close();
+    },
+  );
+}
+
+/** What `recon mcp` gives its tools (commands/mcp.ts `mcpAgent`), on the world's open store and clock. */
+async function inProcessAgentContext(world: World) {
   const io = bufferIO();
   const deps = createDeps(
     io,
@@ -165,19 +216,13 @@ export async function startInProcessHttpServer(
     world.dir,
     'mcp',
   );
-  // As `recon mcp` builds it, on the world's open store and clock.
   const agent = await mcpAgent(deps, await world.db(), () => world.now());
-  const version = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-  const server = await serveHttp(agent, { port: 0, host: '127.0.0.1', token: TOKEN, version, ...options });
-  return {
-    url: server.url,
-    stderr: () => io.err.text,
-    async close() {
-      await server.close();
-      // The providers this server created; the store is the world's (deps never opened one).
-      await deps.close();
-    },
-  };
+  // The providers deps created; the store is the world's (deps never opened one).
+  return { agent, io, close: () => deps.close() };
+}
+
+function packageVersion(): string {
+  return (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 }
 
 /** The SDK's real Client over Streamable HTTP; `headers` replace the default `Authorization: Bearer TOKEN` or add to it. */

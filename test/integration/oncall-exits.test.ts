@@ -77,9 +77,10 @@ describe('exit 7: the request went out and its answer was lost', () => {
     sandbox.faults.clear();
     // Nothing at Stripe: after the window a lookup finds nothing and a retry is allowed; it is lost too.
     expect(await run(['lookup', id])).toMatchObject({ code: 0 });
-    await new Promise((r) => setTimeout(r, 1200));
     sandbox.faults.inject({ kind: 'drop_before_commit' }, { times: 3 });
-    const retry = await run(['retry', id, '--json']);
+    // 1.2 s later on the command's clock: past the 1 s window, without waiting for it.
+    const later = () => new Date(Date.now() + 1200);
+    const retry = await store.recon(['retry', id, '--json'], { env, now: later });
     sandbox.faults.clear();
     expect(retry.json, retry.stderr).toMatchObject({ decision: 'retry', state: 'outcome_unknown' });
     expect(retry.code).toBe(7);

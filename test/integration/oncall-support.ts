@@ -119,40 +119,64 @@ export function reconTty(args: string[], opts: TtyOptions = {}): Promise<TtyResu
  * `cols` columns, each as the binary runs it (bin/recon calls dist/bin/main.js's main() with its
  * argv; each command opens and closes its store itself), and returns what each one showed and its
  * exit code. One process boots the embedded store's runtime (PGlite's WebAssembly, ~1 s of CPU)
- * once instead of once per command: for screens of several commands at one width, where what the
- * terminal shows is the point and not the process. Not for bin/recon's own paths (`--help`,
+ * once instead of once per command: for screens of several commands, where what the terminal shows
+ * is the point and not the process. A command given as `{ args, cols, rows }` gets a terminal of
+ * that size: the window is resized before it (`stty`, as a person resizing it; the process sees
+ * SIGWINCH), and the commands after it keep the size. Not for bin/recon's own paths (`--help`,
  * `--version`), signals or prompts: reconTty.
  */
 export async function reconTtyEach(
-  commands: string[][],
+  commands: (string[] | TtyCommand)[],
   opts: Omit<TtyOptions, 'keys' | 'waitFor'> = {},
 ): Promise<TtyResult[]> {
   const main = path.join(path.dirname(RECON_BIN), '..', 'dist', 'bin', 'main.js');
   const driver = [
     `const { main } = await import(${JSON.stringify(pathToFileURL(main).href)});`,
-    `for (const [i, args] of JSON.parse(process.argv[1]).entries()) {`,
+    `const { execFileSync } = await import('node:child_process');`,
+    `for (const [i, { args, cols, rows }] of JSON.parse(process.argv[1]).entries()) {`,
+    `  if (cols !== undefined && (process.stdout.columns !== cols || process.stdout.rows !== rows)) {`,
+    // Node hears SIGWINCH on an unreferenced handle: the timer keeps the process alive until then.
+    `    const resized = new Promise((resolve, reject) => {`,
+    `      const timer = setTimeout(() => reject(new Error('no SIGWINCH after stty')), 30000);`,
+    `      process.stdout.once('resize', () => resolve(clearTimeout(timer)));`,
+    `    });`,
+    `    execFileSync('stty', ['cols', String(cols), 'rows', String(rows)], { stdio: ['inherit', 'ignore', 'inherit'] });`,
+    `    await resized;`,
+    `  }`,
     `  process.exitCode = undefined;`,
     `  await main([process.execPath, ${JSON.stringify(RECON_BIN)}, ...args]);`,
     `  process.stdout.write('\\n${EACH_END} ' + i + ' exit ' + (process.exitCode ?? 0) + '\\n');`,
     `}`,
     `process.exitCode = 0;`,
   ].join('\n');
-  const cmd = `${quote(process.execPath)} --input-type=module -e ${quote(driver)} ${quote(JSON.stringify(commands))}`;
+  const list = commands.map((c) =>
+    Array.isArray(c) ? { args: c } : { args: c.args, cols: c.cols, rows: c.rows ?? opts.rows ?? DEFAULT_ROWS },
+  );
+  const cmd = `${quote(process.execPath)} --input-type=module -e ${quote(driver)} ${quote(JSON.stringify(list))}`;
   const all = await underTty(cmd, opts);
   if (all.code !== 0) throw new Error(`reconTtyEach: the commands' process exited ${all.code}:\n${all.screen}`);
   const parts = all.screen.split(new RegExp(`\\n${EACH_END} (\\d+) exit (\\d+)\\n`));
   // [screen 0, "0", code 0, screen 1, "1", code 1, …, what followed the last one]
-  return commands.map((args, i) => {
+  return list.map(({ args }, i) => {
     if (parts[3 * i + 1] !== String(i))
       throw new Error(`reconTtyEach: no end of \`recon ${args.join(' ')}\`:\n${all.screen}`);
     return { code: Number(parts[3 * i + 2]), screen: parts[3 * i] };
   });
 }
+
+/** A command of reconTtyEach on a terminal of its own size (rows: the run's, else DEFAULT_ROWS). */
+interface TtyCommand {
+  args: string[];
+  cols: number;
+  rows?: number;
+}
 /** The line the reconTtyEach driver writes after each command. */
 const EACH_END = '@@reconTtyEach';
 
+const DEFAULT_ROWS = 50;
+
 function underTty(command: string, opts: TtyOptions): Promise<TtyResult> {
-  const cmd = `stty cols ${opts.cols ?? 100} rows ${opts.rows ?? 50}; ${command}`;
+  const cmd = `stty cols ${opts.cols ?? 100} rows ${opts.rows ?? DEFAULT_ROWS}; ${command}`;
   // PAGER=cat unless a test names one: a pager waiting for a key would hold the test until its timeout.
   const env = cleanEnv({
     TERM: 'xterm',

@@ -7,8 +7,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { UsageError } from '../../src/errors.js';
 import { createProvider } from '../../src/providers/index.js';
+import { openStore } from '../../src/store/open.js';
 import type { ProviderTxn } from '../../src/types.js';
-import { recon } from '../support/cli.js';
+import { migratedStoreAt } from '../support/backends.js';
+import { runInProcess } from '../support/in-process.js';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures');
 
@@ -160,16 +162,26 @@ describe('module provider', () => {
         payload: { email: 'a@example.com' },
         approval: 'T-1',
       });
-      expect((await recon(['ops', 'record', '-'], { cwd: folder, input: op })).code).toBe(0);
-      expect((await recon(['ops', 'submit', 'inv:1'], { cwd: folder })).code).toBe(7);
-      const run = await recon(['run', '--json'], { cwd: folder });
-      expect(run.stderr).not.toMatch(/Cannot read properties/);
-      expect(run.code).toBe(5);
-      expect(run.json.decisions).toEqual([
-        expect.objectContaining({ id: 'inv:1', decision: 'unavailable', state: 'outcome_unknown' }),
-      ]);
-      const lookup = await recon(['lookup', 'inv:1', '--json'], { cwd: folder });
-      expect(lookup.code).toBe(5);
+      // The commands in process (the binary's main() and exit codes) on the store a first `ops record`
+      // makes in the folder, open for all four; the provider's back-off is not waited out.
+      await migratedStoreAt(path.join(folder, '.recon', 'db'));
+      const store = await openStore(`pglite:${path.join(folder, '.recon', 'db')}`);
+      const recon = (args: string[], input?: string) =>
+        runInProcess(args, { cwd: folder, input, store, shortBackoff: true });
+      try {
+        expect((await recon(['ops', 'record', '-'], op)).code).toBe(0);
+        expect((await recon(['ops', 'submit', 'inv:1'])).code).toBe(7);
+        const run = await recon(['run', '--json']);
+        expect(run.stderr).not.toMatch(/Cannot read properties/);
+        expect(run.code).toBe(5);
+        expect(run.json.decisions).toEqual([
+          expect.objectContaining({ id: 'inv:1', decision: 'unavailable', state: 'outcome_unknown' }),
+        ]);
+        const lookup = await recon(['lookup', 'inv:1', '--json']);
+        expect(lookup.code).toBe(5);
+      } finally {
+        await store.close();
+      }
     });
   });
 });

@@ -299,8 +299,10 @@ describe.runIf(backends.some((b) => b.name === 'pglite'))('embedded store lock',
 
   it('creates the data folder with mode 0700 and a lock file holding pid and host, removed on close', async () => {
     const url = await pgliteBackend.url();
-    // Not migrated: the folder and its lock are the point here (migrating on first open is tested above).
-    const db = await openStore(url, { autoMigrate: false, requireCurrent: false });
+    // A new folder, made as recon makes one (`recon init`, a first `ops record`): from the migrated
+    // store template. Opened without auto-migration it would go through PGlite's initdb instead,
+    // seconds of CPU for nothing this test is about (that path: store-template.test.ts).
+    const db = await openStore(url);
     const lockFile = `${folderOf(url)}.lock`;
     expect(fs.statSync(folderOf(url)).mode & 0o777).toBe(0o700);
     expect(JSON.parse(fs.readFileSync(lockFile, 'utf8'))).toMatchObject({ pid: process.pid, host });

@@ -12,7 +12,9 @@
  * commander and main() themselves write to process.stdout/stderr during the run is captured into
  * the same buffers; process.exitCode, the working folder (the run chdirs to `cwd`, so relative
  * store paths resolve as in a child process; vitest's default `forks` pool allows it) and DEBUG
- * are restored afterwards.
+ * are restored afterwards. The command starts knowing no secret, as a new process does (the ones
+ * this process had registered are registered again after it): a secret that only an earlier
+ * command registered is not redacted for it, so a command that fails to register one is seen.
  *
  *   const r = await runInProcess(['ops', 'list', '--json'], { cwd: dir, env: { STRIPE_API_KEY: key } });
  *   expect(r.code).toBe(0);
@@ -29,6 +31,7 @@
  */
 import { Readable, Writable } from 'node:stream';
 import { main } from '../../bin/main.js';
+import { clearSecrets, registeredSecrets, registerSecret } from '../../src/config/redact.js';
 import { setDepsFactory } from '../../commands/support/action.js';
 import { createDeps } from '../../commands/support/deps.js';
 import type { IO } from '../../commands/support/io.js';
@@ -128,11 +131,15 @@ async function runNow(args: string[], opts: InProcessOptions): Promise<CliResult
   else process.env.DEBUG = env.DEBUG;
   process.stdout.write = capture(io.out);
   process.stderr.write = capture(io.err);
+  const secretsBefore = registeredSecrets();
+  clearSecrets();
   let code: number;
   try {
     await main(['node', 'recon', ...args]);
     code = typeof process.exitCode === 'number' ? process.exitCode : Number(process.exitCode ?? 0);
   } finally {
+    clearSecrets();
+    for (const secret of secretsBefore) registerSecret(secret);
     out.write = stdoutWrite;
     err.write = stderrWrite;
     process.exitCode = exitCodeBefore;
