@@ -14,7 +14,7 @@ import { leaseExpiredMove } from '../journal/lease.js';
 import { chainEvent, chainHeads, insertEvents } from '../journal/chain.js';
 
 /** Where a transaction was found outside the rule's own decisions. */
-export type FoundSource = 'webhook' | 'late_response' | 'lookup';
+type FoundSource = 'webhook' | 'late_response' | 'lookup';
 
 export interface FoundEffect {
   /** `transitioned` (the operation moved) or `noted` (linked and/or recorded as evidence only). */
