@@ -71,7 +71,8 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
         new Error('No space left on device (ENOSPC) for PostgreSQL to start'),
         displayUrl,
         absDir,
-        'it could not start, so the change was not made',
+        // True for any command, a read-only one (ops list) as well: the store never opened.
+        'recon could not open it, so nothing was changed',
       );
     const e = pgliteError(err, displayUrl);
     throw new StoreLockedError(

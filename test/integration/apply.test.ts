@@ -1,5 +1,5 @@
 /**
- * Decisions written in groups (src/core/reconcile/write-decisions.ts, decision-writer.ts), over both store backends: each operation of a
+ * Decisions written in groups (src/core/reconcile/write-decisions.ts: decisionWriter, applyDecisions), over both store backends: each operation of a
  * group is checked on its own (lease, state), a store error in one item costs only that item, a
  * provider transaction named twice is linked once, the audit chains stay intact, and a pass does
  * not claim what another worker's pass already looked up (last_checked_at, migration 0003).
@@ -12,7 +12,7 @@ import { chainHeads, eventsOf } from '../../src/core/journal/chain.js';
 import { verifyChains } from '../../src/core/audit/verify.js';
 import { claimForRun } from '../../src/core/attempt/claims.js';
 import type { CoreContext } from '../../src/core/journal/context.js';
-import { decisionWriter } from '../../src/core/reconcile/decision-writer.js';
+import { decisionWriter } from '../../src/core/reconcile/write-decisions.js';
 import type { PlannedDecision } from '../../src/core/reconcile/plan.js';
 import { recordOperations } from '../../src/core/intake/record.js';
 import { findOperation } from '../../src/core/journal/operations.js';

@@ -195,7 +195,13 @@ describe('pglite: a store this user cannot write, and a full disk', () => {
       const recorded = await recon(['ops', 'record', '-', '--json'], { cwd: root, env, input: JSON.stringify(ops) });
       expect(recorded.code, recorded.stderr).toBe(6);
       expect(recorded.json.error.message).toMatch(
-        /is out of disk space .*No space left on device.*the change was not made/,
+        /is out of disk space .*No space left on device.*; recon could not open it, so nothing was changed; free some space/,
+      );
+      // A command that only reads meets the same full disk (PostgreSQL writes as it starts): words true for it too.
+      const listedFull = await recon(['ops', 'list', '--json'], { cwd: root, env });
+      expect(listedFull.code, listedFull.stderr).toBe(6);
+      expect(listedFull.json.error.message).toMatch(
+        /is out of disk space .*No space left on device.*; recon could not open it, so nothing was changed; free some space/,
       );
       fs.rmSync(filler);
       const listed = await recon(['ops', 'list', '--json'], { cwd: root, env });

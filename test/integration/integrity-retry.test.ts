@@ -10,6 +10,9 @@ import { getOperation } from '../../src/core/journal/operations.js';
 import { retryNow } from '../../src/core/reconcile/retry.js';
 import { transition } from '../../src/core/journal/transition.js';
 import { RefusedError } from '../../src/errors.js';
+import { claimAttempt } from '../../src/core/attempt/claims.js';
+import { eventsOf } from '../../src/core/journal/chain.js';
+import { lookupOperation } from '../../src/core/reconcile/lookup.js';
 import { describeWorld } from '../support/describe-world.js';
 
 describeWorld('what retry refuses', (suite) => {
@@ -42,6 +45,40 @@ describeWorld('what retry refuses', (suite) => {
       }
       expect((await getOperation(w.db, id)).state).toBe(state);
     }
+    expect(w.sandbox.refunds()).toEqual([]);
+  });
+
+  it('a crashed submit looked up is lease.expired first, then decided; a retry the rule allows is recorded, never sent, by lookup and retry --dry-run', async () => {
+    const w = await suite.stripeWorld();
+    const id = 'refund:rt_crashed';
+    await w.recordRefunds([{ id, amount: 1500 }]);
+    const T0 = Date.now();
+    const at = (ms: number) => ({ ...w.ctx, now: () => new Date(T0 + ms) });
+    // The worker claimed the attempt and died before sending it: its lease ends at T0 + 1 s.
+    await claimAttempt(at(0), id, { owner: 'A', leaseMs: 1000, from: 'approved', rule: 'submit.first_attempt' });
+    const first = await lookupOperation(at(5000), w.stripe, id);
+    expect(first).toMatchObject({ before: 'submitting', wrote: 'decision', decision: { decision: 'wait' } });
+    expect(first.operation.state).toBe('outcome_unknown');
+    const kinds = (await eventsOf(w.db, id)).map((e) => [e.kind, e.from_state, e.to_state]);
+    expect(kinds.slice(-2)).toEqual([
+      ['lease.expired', 'submitting', 'outcome_unknown'],
+      [expect.any(String), 'outcome_unknown', 'outcome_unknown'],
+    ]);
+    // Past the uncertainty window (1 s from the first not_found): the rule allows a retry.
+    const second = await lookupOperation(at(7000), w.stripe, id);
+    expect(second).toMatchObject({
+      wrote: 'decision',
+      decision: { id, decision: 'retry', state: 'outcome_unknown' },
+      note: expect.stringContaining(`recon retry ${id}`),
+    });
+    const last = (await eventsOf(w.db, id)).at(-1)!;
+    expect(last).toMatchObject({ kind: 'lookup', detail: expect.objectContaining({ would: second.decision!.rule }) });
+    const events = (await eventsOf(w.db, id)).length;
+    const dry = await retryNow(at(7000), w.stripe, await getOperation(w.db, id), { dryRun: true });
+    expect(dry).toMatchObject({ id, decision: 'retry', dry_run: true });
+    expect((await eventsOf(w.db, id)).length).toBe(events);
+    expect(await getOperation(w.db, id)).toMatchObject({ state: 'outcome_unknown', attempt_count: 1 });
+    // The provider's ledger: nothing was sent.
     expect(w.sandbox.refunds()).toEqual([]);
   });
 });

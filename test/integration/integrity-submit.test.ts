@@ -12,13 +12,14 @@ import { eventsOf } from '../../src/core/journal/chain.js';
 import { verifyChains } from '../../src/core/audit/verify.js';
 import { payloadHash } from '../../src/lib/canonical.js';
 import { recordOperations } from '../../src/core/intake/record.js';
-import { attemptsOf, getOperation, transactionsOf } from '../../src/core/journal/operations.js';
+import { attemptsOf, getOperation, lockOperation, transactionsOf } from '../../src/core/journal/operations.js';
+import { linkTransactions } from '../../src/core/journal/links.js';
 import { claimAttempt } from '../../src/core/attempt/claims.js';
 import { escalate } from '../../src/core/review/escalate.js';
 import { finishAttempt, submitOperation } from '../../src/core/attempt/submit.js';
 import { validateOperation } from '../../src/core/intake/validate.js';
 import { LeaseLostError, RefusedError, UsageError } from '../../src/errors.js';
-import type { Provider } from '../../src/types.js';
+import type { Provider, ProviderTxn } from '../../src/types.js';
 
 describeWorld('what submit sends', (suite) => {
   const tamper = (w: StripeWorld, id: string) =>
@@ -191,3 +192,73 @@ describeWorld('what submit sends', (suite) => {
     ]);
   });
 });
+
+describeWorld(
+  'a late answer racing another writer',
+  (suite) => {
+    it('a late answer whose refund another operation linked meanwhile is recorded as linked there, not lost to a store error', async () => {
+      const w = await suite.stripeWorld();
+      await w.recordRefunds([
+        { id: 'refund:late_4', amount: 1500 },
+        { id: 'refund:late_5', amount: 1500 },
+      ]);
+      const T0 = Date.now();
+      const at = (ms: number) => ({ ...w.ctx, now: () => new Date(T0 + ms) });
+      const claim = await claimAttempt(at(0), 'refund:late_4', {
+        owner: 'A',
+        leaseMs: 1000,
+        from: 'approved',
+        rule: 'submit.first_attempt',
+      });
+      const txn: ProviderTxn = {
+        provider_id: 're_late_4',
+        status: 'succeeded',
+        state: 'confirmed',
+        amount: 1500,
+        currency: 'usd',
+        operation_id: 'refund:late_4',
+        client_reference: null,
+        created: new Date(T0),
+      };
+      // Another writer (a person attaching it to late_5) has linked the refund and not committed yet.
+      let commit!: () => void;
+      let attached!: () => void;
+      const isAttached = new Promise<void>((resolve) => (attached = resolve));
+      const attaching = w.db.transaction(async (tx) => {
+        await lockOperation(tx, 'refund:late_5');
+        await linkTransactions(tx, [{ provider: 'stripe', operationId: 'refund:late_5', txn }], {
+          via: 'attach',
+          by: 'person',
+          at: new Date(T0),
+        });
+        attached();
+        await new Promise<void>((resolve) => (commit = resolve));
+      });
+      await isAttached;
+      // A's answer comes after its lease ran out: it reads the refund as free, then waits on the link.
+      const finishing = finishAttempt(at(2000), w.stripe, claim, { outcome: 'confirmed', txn }).catch((e) => e);
+      while (
+        (
+          await w.db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+          )
+        ).rows[0].n === 0
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      commit();
+      await attaching;
+      expect(await finishing).toBeInstanceOf(LeaseLostError);
+      expect(await transactionsOf(w.db, 'refund:late_4')).toEqual([]);
+      expect(await transactionsOf(w.db, 'refund:late_5')).toEqual([
+        expect.objectContaining({ provider_id: 're_late_4', linked_via: 'attach' }),
+      ]);
+      expect(await getOperation(w.db, 'refund:late_4')).toMatchObject({ state: 'submitting' });
+      expect((await eventsOf(w.db, 'refund:late_4')).at(-1)).toMatchObject({
+        kind: 'late_response.received',
+        detail: expect.objectContaining({ provider_id: 're_late_4', linked: false, linked_to: 'refund:late_5' }),
+      });
+    });
+  },
+  { only: 'postgres' },
+);

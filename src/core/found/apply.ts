@@ -6,15 +6,15 @@ import type { CoreContext } from '../journal/context.js';
 import { classifyFound } from './classify.js';
 import { lockOperation, transactionsOf } from '../journal/operations.js';
 import { canTransition, isInFlight, isTerminal, judgedState } from '../journal/states.js';
-import { linkTransaction, linkTransactions } from '../journal/links.js';
+import { linkTransactions } from '../journal/links.js';
 import { note } from '../journal/note.js';
 import { recordObservation } from '../journal/observations.js';
-import { transition, transitionMany, type Move } from '../journal/transition.js';
-import { leaseExpiredMove, writeLeaseExpired } from '../journal/lease.js';
+import { transitionMany, type Move } from '../journal/transition.js';
+import { leaseExpiredMove } from '../journal/lease.js';
 import { chainEvent, chainHeads, insertEvents } from '../journal/chain.js';
 
 /** Where a transaction was found outside the rule's own decisions. */
-export type FoundSource = 'webhook' | 'late_response' | 'lookup';
+type FoundSource = 'webhook' | 'late_response' | 'lookup';
 
 export interface FoundEffect {
   /** `transitioned` (the operation moved) or `noted` (linked and/or recorded as evidence only). */
@@ -23,76 +23,31 @@ export interface FoundEffect {
   linked: boolean;
 }
 
+/** Who reports a found transaction and when: the audit events' actor, key and time, the links' `via`. */
+interface FoundOptions {
+  source: FoundSource;
+  via: LinkedVia;
+  actor: string;
+  auditKey?: AuditKey | null;
+  now: Date;
+}
+
 /**
- * What a provider transaction found outside a decision of the rule — a webhook, a late submit
- * response — does to its operation (SPEC §3), in the caller's transaction, under the row lock:
- *
- * - it is linked (unless another operation holds it) and recorded as an audit event, always;
- * - an operation in `needs_review` never moves: only a person leaves it (it is evidence);
- * - a second live transaction (not `failed`) for an operation that has one already is a duplicate
- *   side effect: `needs_review`, reason `duplicate`, even from `confirmed`;
- * - a transaction that disagrees with the operation (amount, currency, metadata): `needs_review`,
- *   reason `mismatch`, never confirmed;
- * - otherwise an unresolved operation follows the transaction's state; an attempt in flight owns
- *   its operation until it finishes, and a terminal one stays where it is.
+ * applyFoundTransactions for one transaction (a late submit response, a lookup's match, a webhook
+ * event applied alone), in the caller's transaction under its row lock. Its link is made before it
+ * is decided: should another operation have linked the transaction meanwhile, it is noted as linked
+ * there (a group would fail instead, and be applied one at a time: through here).
  */
 export async function applyFoundTransaction(
   tx: Queryable,
   locked: Operation,
   provider: string,
   txn: ProviderTxn,
-  o: {
-    source: FoundSource;
-    via: LinkedVia;
-    actor: string;
-    auditKey?: AuditKey | null;
-    now: Date;
-    detail?: Record<string, unknown>;
-  },
+  o: FoundOptions & { detail?: Record<string, unknown> },
 ): Promise<FoundEffect> {
-  const before = await transactionsOf(tx, locked.id);
-  const link = await linkTransaction(tx, provider, locked.id, txn, { via: o.via, by: o.actor, at: o.now });
-  const detail = foundDetail(txn, link, o.detail);
-  const move = link.linked ? decideFound(locked, txn, before, o.now) : null;
-  if (!move) {
-    await note(tx, locked.id, {
-      actor: o.actor,
-      auditKey: o.auditKey,
-      now: o.now,
-      kind: `${o.source}.received`,
-      rule: null,
-      detail,
-    });
-    return { effect: 'noted', state: locked.state, linked: link.linked };
-  }
-  if (locked.state === 'submitting') {
-    await writeLeaseExpired(tx, locked, locked.lease_expires_at, { actor: o.actor, auditKey: o.auditKey, now: o.now });
-  }
-  await transition(tx, locked.id, move.to, {
-    actor: o.actor,
-    auditKey: o.auditKey,
-    now: o.now,
-    kind: `${o.source}.applied`,
-    rule: `${o.source}.${move.rule}`,
-    review_reason: move.review_reason,
-    detail: move.problems.length ? { ...detail, problems: move.problems } : detail,
-  });
-  return { effect: 'transitioned', state: move.to, linked: true };
-}
-
-/** The audit detail of a found transaction: what was found, and whether it was linked (or to whom it is). */
-function foundDetail(
-  txn: ProviderTxn,
-  link: { linked: boolean; existingOperation: string | null },
-  detail: Record<string, unknown> | undefined,
-): Record<string, unknown> {
-  return {
-    ...(detail ?? {}),
-    provider_id: txn.provider_id,
-    provider_status: txn.status,
-    linked: link.linked,
-    ...(link.linked ? {} : { linked_to: link.existingOperation }),
-  };
+  const { detail, ...rest } = o;
+  const [effect] = await applyFound(tx, [{ op: locked, provider, txn, detail }], rest, true);
+  return effect;
 }
 
 /** One transaction found for an operation, for applyFoundTransactions. */
@@ -105,47 +60,87 @@ export interface FoundItem {
   detail?: Record<string, unknown>;
 }
 
-/** What one item writes to its operation's chain, in order: a note, or a move. */
-type Step = { note: { kind: string; detail: Record<string, unknown> } } | { move: Move & { from: State } };
-
 /**
- * applyFoundTransaction for many transactions (`webhook serve`'s groups of deliveries), with the same
- * rules and the same rows, in a few statements whatever their number: the chain heads and linked
- * transactions read at once, the links made in one statement, then each round of audit events (one
- * event per operation and round) in one statement for the notes and one for the moves. Items apply in
- * order: a second item for an operation sees the state, links and chain the first one left, as
- * though each were applied in a transaction of its own. Throws when a statement fails, or when a
- * transaction was linked to another operation meanwhile: the caller's transaction must then be rolled
- * back (nothing of it is kept) and the items applied one at a time.
+ * What provider transactions found outside a decision of the rule — a webhook, a late submit
+ * response, a lookup — do to their operations (SPEC §3), in the caller's transaction, under the row
+ * locks (decideFound):
+ *
+ * - each is linked (unless another operation holds it) and recorded as an audit event, always;
+ * - an operation in `needs_review` never moves: only a person leaves it (it is evidence);
+ * - a second live transaction (not `failed`) for an operation that has one already is a duplicate
+ *   side effect: `needs_review`, reason `duplicate`, even from `confirmed`;
+ * - a transaction that disagrees with the operation (amount, currency, metadata): `needs_review`,
+ *   reason `mismatch`, never confirmed;
+ * - otherwise an unresolved operation follows the transaction's state (a `submitting` one whose
+ *   lease expired is `lease.expired` first); an attempt in flight owns its operation until it
+ *   finishes, and a terminal one stays where it is.
+ *
+ * Many at once (`webhook serve`'s groups of deliveries) in a few statements whatever their number:
+ * the chain heads and linked transactions read at once, the links made in one statement, then each
+ * round of audit events (one event per operation and round) in one statement for the notes and one
+ * for the moves. Items apply in order: a second item for an operation sees the state, links and
+ * chain the first one left, as though each were applied in a transaction of its own. Throws when a
+ * statement fails, or when a transaction was linked to another operation meanwhile: the caller's
+ * transaction must then be rolled back (nothing of it is kept) and the items applied one at a time
+ * (applyFoundTransaction).
  */
 export async function applyFoundTransactions(
   tx: Queryable,
   items: FoundItem[],
-  o: { source: FoundSource; via: LinkedVia; actor: string; auditKey?: AuditKey | null; now: Date },
+  o: FoundOptions,
+): Promise<FoundEffect[]> {
+  return applyFound(tx, items, o, false);
+}
+
+/** What one item writes to its operation's chain, in order: a note, or a move. */
+type Step = { note: { kind: string; detail: Record<string, unknown> } } | { move: Move & { from: State } };
+
+/** A transaction's key among the links: (provider, provider id). */
+const txnKey = (provider: string, id: string) => `${provider}\u0000${id}`;
+
+/**
+ * applyFoundTransactions; with `linkFirst` (one item: applyFoundTransaction), the item's link is made
+ * before it is decided, and what the insert says (linked, or held by another operation) is what
+ * the item is decided on, so nothing fails when a transaction was linked elsewhere meanwhile.
+ */
+async function applyFound(
+  tx: Queryable,
+  items: FoundItem[],
+  o: FoundOptions,
+  linkFirst: boolean,
 ): Promise<FoundEffect[]> {
   if (items.length === 0) return [];
-  const key = (provider: string, id: string) => `${provider}\u0000${id}`;
   const ops = new Map<string, Operation>(items.map((it) => [it.op.id, { ...it.op }]));
   const heads = await chainHeads(tx, [...ops.keys()]);
-  // Who holds each transaction, and what each operation has linked: one read for all.
+  // Who holds each transaction (null: another operation, unknown), and what each operation has linked: one read for all.
   const linkedRows = await tx.query<{ provider: string; provider_id: string; operation_id: string; state: string }>(
     `SELECT provider, provider_id, operation_id, state FROM recon.provider_transactions
       WHERE operation_id = ANY($1::text[])
          OR (provider, provider_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))`,
     [[...ops.keys()], items.map((it) => it.provider), items.map((it) => it.txn.provider_id)],
   );
-  const owner = new Map<string, string>();
+  const owner = new Map<string, string | null>();
   const linkedTo = new Map<string, { provider_id: string; state: string }[]>([...ops.keys()].map((id) => [id, []]));
   for (const r of linkedRows.rows) {
-    owner.set(key(r.provider, r.provider_id), r.operation_id);
+    owner.set(txnKey(r.provider, r.provider_id), r.operation_id);
     linkedTo.get(r.operation_id)?.push({ provider_id: r.provider_id, state: r.state });
+  }
+  const how = { via: o.via, by: o.actor, at: o.now };
+  if (linkFirst) {
+    // The one item's link, unless the read shows another operation holding it: what the insert says is decided on.
+    const [it] = items;
+    const k = txnKey(it.provider, it.txn.provider_id);
+    if (!owner.has(k) || owner.get(k) === it.op.id) {
+      const [made] = await linkTransactions(tx, [{ provider: it.provider, operationId: it.op.id, txn: it.txn }], how);
+      if (!made.linked) owner.set(k, made.existingOperation);
+    }
   }
   // Each item in order, on the operations as the items before it left them.
   const toLink = new Map<string, { provider: string; operationId: string; txn: ProviderTxn }>();
   const steps = new Map<string, Step[]>([...ops.keys()].map((id) => [id, []]));
   const effects = items.map((it): FoundEffect => {
     const op = ops.get(it.op.id)!;
-    const k = key(it.provider, it.txn.provider_id);
+    const k = txnKey(it.provider, it.txn.provider_id);
     const held = owner.get(k);
     const link = { linked: held === undefined || held === op.id, existingOperation: held ?? null };
     const before = [...linkedTo.get(op.id)!];
@@ -193,18 +188,20 @@ export async function applyFoundTransactions(
     });
     return { effect: 'transitioned', state: move.to, linked: true };
   });
-  // The links of an operation whose chain begins with a move are made by the move's statement; the
-  // others in one statement first. Either fails when a transaction was linked elsewhere meanwhile.
-  const withMove = new Set([...steps].filter(([, s]) => s.length > 0 && 'move' in s[0]).map(([id]) => id));
-  for (const l of toLink.values()) {
-    if (!withMove.has(l.operationId)) continue;
-    const first = steps.get(l.operationId)![0] as { move: Move };
-    first.move.links = [...(first.move.links ?? []), { provider: l.provider, txn: l.txn, via: o.via }];
-  }
-  const alone = [...toLink.values()].filter((l) => !withMove.has(l.operationId));
-  const links = await linkTransactions(tx, alone, { via: o.via, by: o.actor, at: o.now });
-  if (links.some((l) => !l.linked)) {
-    throw new Error('a provider transaction was linked to another operation meanwhile; apply these one at a time');
+  if (!linkFirst) {
+    // The links of an operation whose chain begins with a move are made by the move's statement; the
+    // others in one statement first. Either fails when a transaction was linked elsewhere meanwhile.
+    const withMove = new Set([...steps].filter(([, s]) => s.length > 0 && 'move' in s[0]).map(([id]) => id));
+    for (const l of toLink.values()) {
+      if (!withMove.has(l.operationId)) continue;
+      const first = steps.get(l.operationId)![0] as { move: Move };
+      first.move.links = [...(first.move.links ?? []), { provider: l.provider, txn: l.txn, via: o.via }];
+    }
+    const alone = [...toLink.values()].filter((l) => !withMove.has(l.operationId));
+    const links = await linkTransactions(tx, alone, how);
+    if (links.some((l) => !l.linked)) {
+      throw new Error('a provider transaction was linked to another operation meanwhile; apply these one at a time');
+    }
   }
   // Round r writes the r-th event of each operation's chain, on the head the round before left.
   for (let r = 0; ; r++) {
@@ -228,6 +225,21 @@ export async function applyFoundTransactions(
     }
   }
   return effects;
+}
+
+/** The audit detail of a found transaction: what was found, and whether it was linked (or to whom it is). */
+function foundDetail(
+  txn: ProviderTxn,
+  link: { linked: boolean; existingOperation: string | null },
+  detail: Record<string, unknown> | undefined,
+): Record<string, unknown> {
+  return {
+    ...(detail ?? {}),
+    provider_id: txn.provider_id,
+    provider_status: txn.status,
+    linked: link.linked,
+    ...(link.linked ? {} : { linked_to: link.existingOperation }),
+  };
 }
 
 /** The move a found (and linked) transaction makes, or null for evidence only. */

@@ -15,10 +15,10 @@ import type { LookupResult, Operation, Provider, ProviderTransaction } from '../
 import { lookupDetail, type DecisionJson } from '../journal/decision-json.js';
 import { claimOne, newOwnerToken, releaseLease } from '../attempt/claims.js';
 import type { CoreContext } from '../journal/context.js';
-import { evaluate, expireLease, safeLookup } from './reconcile.js';
+import { lookUpAndDecide, safeLookup } from './reconcile.js';
 import { getOperation, listOperations, transactionsOf } from '../journal/operations.js';
 import { applyLookupFindings } from '../found/apply.js';
-import { isInFlight, isReconcilable, judgedState } from '../journal/states.js';
+import { isInFlight, isReconcilable } from '../journal/states.js';
 import { note } from '../journal/note.js';
 import { recordObservation } from '../journal/observations.js';
 import { applyDecisions } from './write-decisions.js';
@@ -59,6 +59,7 @@ export async function lookupOperation(ctx: CoreContext, provider: Provider, id: 
   };
 }
 
+/** One step of `recon run` for the operation we claimed (lookUpAndDecide), read-only at the provider. */
 async function reconcileStep(
   ctx: CoreContext,
   provider: Provider,
@@ -66,8 +67,8 @@ async function reconcileStep(
   owner: string,
 ): Promise<OperationLookup> {
   try {
-    const op = judgedState(claimed.state) === claimed.state ? claimed : await expireLease(ctx, claimed, owner);
-    const { lookup, plan } = await evaluate(ctx, provider, op);
+    const plan = await lookUpAndDecide(ctx, provider, claimed, { owner });
+    const { op, lookup } = plan;
     let decision: DecisionJson;
     let note_: string | null = null;
     if (plan.ruling.decision === 'retry') {

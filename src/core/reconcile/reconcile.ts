@@ -26,10 +26,10 @@ export interface ReconcileOptions {
 }
 
 /**
- * Reconciles one claimed operation (SPEC §4): a `submitting` left by a crashed worker becomes
- * outcome_unknown first; then lookup, rule, and the decision written with the observation and the
- * audit event (alone, or in `recon run`'s groups: `o.write`); a retry then goes through the normal
- * attempt phases with the original key and payload. With `dryRun`, the lookup and the rule only.
+ * Reconciles one claimed operation (SPEC §4): lookup and rule (lookUpAndDecide: a `submitting` left
+ * by a crashed worker becomes outcome_unknown first), then the decision written with the observation
+ * and the audit event (alone, or in `recon run`'s groups: `o.write`); a retry then goes through the
+ * normal attempt phases with the original key and payload. With `dryRun`, the lookup and the rule only.
  */
 export async function reconcileOne(
   ctx: CoreContext,
@@ -38,23 +38,14 @@ export async function reconcileOne(
   o: ReconcileOptions,
 ): Promise<DecisionJson> {
   const limited = o.limited ?? ((call) => call());
-  // A claimed `submitting` was left by a worker that is gone: judged, and recorded, as outcome_unknown first.
-  const op =
-    o.dryRun || judgedState(claimed.state) === claimed.state ? claimed : await expireLease(ctx, claimed, o.owner);
-  // The history (unless the caller read it) is read while the provider answers: the store round trips
-  // need not add to the lookup's. The lookup's own observation is written only afterwards.
-  const [lookup, history] = await Promise.all([
-    limited(() => safeLookup(provider, op)),
-    o.history ?? historiesOf(ctx.db, [op]).then((h) => h.get(op.id)!),
-  ]);
-  const plan = planDecision(ctx, provider, op, lookup, history);
-  if (o.dryRun) return decisionJson(op.id, plan.ruling);
+  const plan = await lookUpAndDecide(ctx, provider, claimed, o);
+  if (o.dryRun) return decisionJson(plan.op.id, plan.ruling);
   const applied = o.write ? await o.write(plan) : (await applyDecisions(ctx, [plan], o.owner))[0];
   if (!applied.ok) throw applied.error;
   if (plan.ruling.decision !== 'retry') return applied.json;
   // The attempt the decision authorised: the original key and payload, through the normal attempt phases.
   return limited(async () => {
-    const r = await submitOperation(ctx, provider, op.id, {
+    const r = await submitOperation(ctx, provider, plan.op.id, {
       from: 'outcome_unknown',
       rule: applied.json.rule,
       detail: { explanation: applied.json.explanation },
@@ -65,18 +56,40 @@ export async function reconcileOne(
   });
 }
 
-/** Expired-lease recovery (SPEC §3): a `submitting` left by a crashed worker becomes outcome_unknown, never failed. */
-export async function expireLease(ctx: CoreContext, claimed: Operation, owner: string): Promise<Operation> {
-  return ctx.db.transaction((tx) =>
-    // The crashed worker's lease, not ours: claimForRun/claimOne return both.
-    writeLeaseExpired(tx, claimed, (claimed as ClaimedOperation).previous_lease_expires_at, {
-      actor: ctx.actor,
-      auditKey: ctx.auditKey,
-      now: ctx.now(),
-      leaseOwner: owner,
-      keepLease: { owner, expiresAt: claimed.lease_expires_at! },
-    }),
-  );
+/**
+ * The lookup and the rule for one operation, nothing of the decision written: what reconcileOne
+ * writes, `recon lookup` records and `recon retry --dry-run` prints. A `submitting` left by a crashed
+ * worker (its lease expired) is judged as outcome_unknown (SPEC §3); claimed (`o.owner`, not a dry
+ * run), it is first recorded so (writeLeaseExpired), under our lease. The history (unless the caller
+ * read it) is read while the provider answers: the store round trips need not add to the lookup's,
+ * and the lookup's own observation, written only afterwards, is not in it.
+ */
+export async function lookUpAndDecide(
+  ctx: CoreContext,
+  provider: Provider,
+  claimed: Operation,
+  o: Pick<ReconcileOptions, 'dryRun' | 'history' | 'limited'> & { owner?: string } = {},
+): Promise<PlannedDecision> {
+  const { owner } = o;
+  const op =
+    o.dryRun || !owner || judgedState(claimed.state) === claimed.state
+      ? claimed
+      : await ctx.db.transaction((tx) =>
+          // The crashed worker's lease, not ours: claimForRun/claimOne return both.
+          writeLeaseExpired(tx, claimed, (claimed as ClaimedOperation).previous_lease_expires_at, {
+            actor: ctx.actor,
+            auditKey: ctx.auditKey,
+            now: ctx.now(),
+            leaseOwner: owner,
+            keepLease: { owner, expiresAt: claimed.lease_expires_at! },
+          }),
+        );
+  const limited = o.limited ?? ((call) => call());
+  const [lookup, history] = await Promise.all([
+    limited(() => safeLookup(provider, op)),
+    o.history ?? historiesOf(ctx.db, [op]).then((h) => h.get(op.id)!),
+  ]);
+  return planDecision(ctx, provider, op, lookup, history);
 }
 
 /** The lookup, never throwing for provider trouble: an adapter that throws is `unavailable`. */
@@ -98,21 +111,6 @@ export function lookupQueryFor(op: Operation) {
     payload: op.payload,
     recorded_at: op.created_at,
   };
-}
-
-/** Runs the rule for `op` against a fresh lookup, without writing anything. */
-export async function evaluate(
-  ctx: CoreContext,
-  provider: Provider,
-  op: Operation,
-  lookup?: LookupResult | Promise<LookupResult>,
-) {
-  // The history is read while the provider answers: the store round trips need not add to the
-  // lookup's. The lookup's own observation is written only afterwards, so the history is still
-  // "before this one".
-  const [l, histories] = await Promise.all([lookup ?? safeLookup(provider, op), historiesOf(ctx.db, [op])]);
-  const plan = planDecision(ctx, provider, op, l, histories.get(op.id)!);
-  return { lookup: l, decision: plan.ruling, plan };
 }
 
 /**

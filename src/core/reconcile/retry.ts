@@ -2,7 +2,7 @@ import { RefusedError } from '../../errors.js';
 import type { Operation, Provider } from '../../types.js';
 import type { CoreContext } from '../journal/context.js';
 import { decisionJson, type DecisionJson } from '../journal/decision-json.js';
-import { evaluate, reconcileById } from './reconcile.js';
+import { lookUpAndDecide, reconcileById } from './reconcile.js';
 import { getOperation } from '../journal/operations.js';
 import { isInFlight, isReconcilable, RECONCILABLE_STATES } from '../journal/states.js';
 
@@ -20,8 +20,8 @@ export async function retryNow(
 ): Promise<DecisionJson & { dry_run?: true }> {
   refuseUnlessRetryable(op, ctx.now());
   if (o.dryRun) {
-    const { decision } = await evaluate(ctx, provider, op);
-    return { ...decisionJson(op.id, decision), dry_run: true };
+    const { ruling } = await lookUpAndDecide(ctx, provider, op, { dryRun: true });
+    return { ...decisionJson(op.id, ruling), dry_run: true };
   }
   const result = await reconcileById(ctx, provider, op.id);
   if (result) return result;

@@ -4,7 +4,7 @@ import { claimForRun, newOwnerToken, releaseLease } from '../attempt/claims.js';
 import type { CoreContext } from '../journal/context.js';
 import { limitConcurrency } from '../../lib/ratelimit.js';
 import type { Applied, DecisionJson } from '../journal/decision-json.js';
-import { decisionWriter } from './decision-writer.js';
+import { decisionWriter } from './write-decisions.js';
 import { historiesOf, type History } from '../journal/history.js';
 import type { PlannedDecision } from './plan.js';
 import { lookupQueryFor, reconcileOne } from './reconcile.js';
