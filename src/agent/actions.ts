@@ -56,6 +56,8 @@ export interface ProposeInput {
  * (before it commits): a crash after the change cannot lose the record of who asked for it.
  * `audited()` says whether it was written; if not, the caller writes it on its own. Its detail says
  * `in_change: true`: the events just before it in the chain (attempt.started, a decision) are that change.
+ * A change written as one statement rather than a transaction (a reconciliation decision) takes the
+ * event with `take()` and writes it in that statement (Move.note); no later transaction writes it again.
  */
 function auditedInChange(c: ToolCall, id: string, detail: { tool: string } & Record<string, unknown>) {
   const inner = c.ctx.db;
@@ -82,7 +84,12 @@ function auditedInChange(c: ToolCall, id: string, detail: { tool: string } & Rec
     close: () => inner.close(),
   };
   const ctx: CoreContext = { ...c.ctx, db };
-  return { ctx, audited: () => audited };
+  const take = (): { kind: string; detail: Record<string, unknown> } | undefined => {
+    if (audited) return undefined;
+    audited = true;
+    return { kind: MCP_CALL, detail };
+  };
+  return { ctx, audited: () => audited, take };
 }
 
 function providerNames(c: ToolCall): string[] {
@@ -375,17 +382,13 @@ export async function check(c: ToolCall, id: string): Promise<Answer> {
     });
     if (!('submit' in provider)) return provider;
     // null: another worker (recon run, another agent) holds it right now; its answer is the one to wait for.
-    decision = await reconcileById(call.ctx, provider, id);
+    // The decision is one statement, not a transaction of the wrapped store: the call's event goes in it.
+    decision = await reconcileById(call.ctx, provider, id, { note: call.take });
   }
-  const detail = { tool: 'check_action', checked: decision !== null, rule: decision?.rule ?? null };
-  let now;
-  if (call.audited()) now = (await currentOperation(c.ctx.db, id))!;
-  else if (decision === null) now = await auditUnchanged(c, found, detail);
-  else {
-    // The decision was written on its own (one statement, not a transaction of the wrapped store): the call's event follows it.
-    await auditCall(c.ctx, [id], detail);
-    now = (await currentOperation(c.ctx.db, id))!;
-  }
+  // A decision was written with the call's event (or an expired lease's move before it was); else nothing changed.
+  const now = call.audited()
+    ? (await currentOperation(c.ctx.db, id))!
+    : await auditUnchanged(c, found, { tool: 'check_action', checked: false, rule: null });
   const explanation = forAgent(decision?.explanation, now.op.state);
   const base = describeState(now.op, now.txnIds);
   // A result that must wait says until when: the rule's window, or the lease of whoever holds it now.
