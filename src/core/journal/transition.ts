@@ -36,6 +36,12 @@ export interface TransitionOptions {
   leaseOwner?: string;
   /** Keep the lease (e.g. → submitting for a retry); by default a transition releases it. */
   keepLease?: { owner: string; expiresAt: Date };
+  /**
+   * The state and the chain head the caller read under the row lock it holds (Move.from, Move.head):
+   * the move then takes no lock and reads no head of its own. Both or neither.
+   */
+  from?: State;
+  head?: ChainHead;
 }
 
 /** One operation's part of `transitionMany`. */
@@ -159,6 +165,8 @@ export async function transition(
         by: o.by,
         leaseOwner: o.leaseOwner,
         lease: o.keepLease ?? 'release',
+        from: o.from,
+        head: o.head,
       },
     ],
     { actor: o.actor, auditKey: o.auditKey, now: o.now, returnRows: true },
