@@ -56,33 +56,51 @@ export interface ProposeInput {
  * (before it commits): a crash after the change cannot lose the record of who asked for it.
  * `audited()` says whether it was written; if not, the caller writes it on its own. Its detail says
  * `in_change: true`: the events just before it in the chain (attempt.started, a decision) are that change.
+ *
+ * `take()` hands the event to the statement that makes the change (Move.note: chained after the
+ * move's event and inserted with it, no chain head to read again): inside a transaction it counts
+ * as written once that transaction commits (a rolled-back claim leaves it to the caller); outside
+ * one (a reconciliation decision, one statement) at once, as a failed decision fails the call.
  */
 function auditedInChange(c: ToolCall, id: string, detail: { tool: string } & Record<string, unknown>) {
   const inner = c.ctx.db;
   let audited = false;
+  let inTransaction = false;
+  let taken = false;
   const db: Db = {
     kind: inner.kind,
     displayUrl: inner.displayUrl,
     query: (sql, params) => inner.query(sql, params),
     async transaction(fn) {
       if (audited) return inner.transaction(fn);
-      let mine = false;
-      const r = await inner.transaction(async (tx) => {
-        const v = await fn(tx);
-        // Every change the tools make through the core (a claim, a decision, an expired lease) locks
-        // the operation's row first, and the lock is held until this transaction ends.
-        await auditCallIn(tx, c.ctx, [id], detail, { locked: true });
-        mine = true;
-        return v;
-      });
-      if (mine) audited = true;
-      return r;
+      inTransaction = true;
+      taken = false;
+      try {
+        const r = await inner.transaction(async (tx) => {
+          const v = await fn(tx);
+          // Every change the tools make through the core (a claim, a decision, an expired lease) locks
+          // the operation's row first, and the lock is held until this transaction ends.
+          if (!taken) await auditCallIn(tx, c.ctx, [id], detail, { locked: true });
+          return v;
+        });
+        audited = true;
+        return r;
+      } finally {
+        inTransaction = false;
+        taken = false;
+      }
     },
     ...(inner.sharesSessions ? { sharesSessions: () => inner.sharesSessions!() } : {}),
     close: () => inner.close(),
   };
   const ctx: CoreContext = { ...c.ctx, db };
-  return { ctx, audited: () => audited };
+  const take = (): { kind: string; detail: Record<string, unknown> } | undefined => {
+    if (audited || taken) return undefined;
+    if (inTransaction) taken = true;
+    else audited = true;
+    return { kind: MCP_CALL, detail };
+  };
+  return { ctx, audited: () => audited, take };
 }
 
 function providerNames(c: ToolCall): string[] {
@@ -288,7 +306,7 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
   const call = auditedInChange(c, id, { tool: 'execute_action', in_change: true });
   let submitted;
   try {
-    submitted = await submitOperation(call.ctx, provider, id);
+    submitted = await submitOperation(call.ctx, provider, id, { note: call.take });
   } catch (err) {
     if (err instanceof UsageError) {
       // The adapter refused the payload before sending anything; the claim was rolled back.
@@ -312,7 +330,10 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
     return secondClick(c, id, (await currentOperation(c.ctx.db, id))!, call.audited());
   }
   if (!call.audited()) await auditCall(c.ctx, [id], { tool: 'execute_action', sent: true, attempt: submitted.attempt });
-  const after = (await currentOperation(c.ctx.db, id))!;
+  // The row and the links as the attempt's result wrote them; a late response is read again.
+  const after = submitted.txnIds
+    ? { op: submitted.operation, txnIds: submitted.txnIds }
+    : (await currentOperation(c.ctx.db, id))!;
   return ok({
     ...describeState(after.op, after.txnIds),
     sent: true,
@@ -375,17 +396,13 @@ export async function check(c: ToolCall, id: string): Promise<Answer> {
     });
     if (!('submit' in provider)) return provider;
     // null: another worker (recon run, another agent) holds it right now; its answer is the one to wait for.
-    decision = await reconcileById(call.ctx, provider, id);
+    // The decision is one statement, not a transaction of the wrapped store: the call's event goes in it.
+    decision = await reconcileById(call.ctx, provider, id, { note: call.take });
   }
-  const detail = { tool: 'check_action', checked: decision !== null, rule: decision?.rule ?? null };
-  let now;
-  if (call.audited()) now = (await currentOperation(c.ctx.db, id))!;
-  else if (decision === null) now = await auditUnchanged(c, found, detail);
-  else {
-    // The decision was written on its own (one statement, not a transaction of the wrapped store): the call's event follows it.
-    await auditCall(c.ctx, [id], detail);
-    now = (await currentOperation(c.ctx.db, id))!;
-  }
+  // A decision was written with the call's event (or an expired lease's move before it was); else nothing changed.
+  const now = call.audited()
+    ? (await currentOperation(c.ctx.db, id))!
+    : await auditUnchanged(c, found, { tool: 'check_action', checked: false, rule: null });
   const explanation = forAgent(decision?.explanation, now.op.state);
   const base = describeState(now.op, now.txnIds);
   // A result that must wait says until when: the rule's window, or the lease of whoever holds it now.

@@ -6,7 +6,7 @@ import { NotFoundError, RefusedError } from '../../errors.js';
 import { chainHeads } from '../journal/chain.js';
 import { rowToOperation, type OperationRow } from '../journal/operations.js';
 import { RECONCILABLE_SQL, UNRESOLVED_SQL } from '../journal/states.js';
-import { transition, transitionMany } from '../journal/transition.js';
+import { transition, transitionMany, type Move } from '../journal/transition.js';
 
 /**
  * Claims (graphile-worker style): a claim is a lease — an owner token and an expiry — taken in
@@ -167,6 +167,11 @@ export async function claimAttempt(
     heldLease?: string;
     /** Validates what would be sent (Provider.validatePayload); a throw rolls the claim back. */
     check?: (op: Operation) => void;
+    /**
+     * Asked once the claim is certain: an event to chain after `attempt.started`, in its statement
+     * (Move.note), e.g. the `mcp.call` of the agent's execute_action that made the claim.
+     */
+    note?: () => Move['note'];
   },
 ): Promise<AttemptClaim> {
   const now = ctx.now();
@@ -225,6 +230,7 @@ export async function claimAttempt(
           rule: o.rule,
           detail: { attempt, idempotency_key: current.idempotency_key, ...(o.detail ?? {}) },
           lease: { owner: o.owner, expiresAt: expires },
+          note: o.note?.(),
         },
       ],
       { actor: ctx.actor, auditKey: ctx.auditKey, now, returnRows: true },

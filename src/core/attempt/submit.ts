@@ -4,9 +4,9 @@ import { LeaseLostError } from '../../errors.js';
 import type { CoreContext } from '../journal/context.js';
 import { applyFoundTransaction } from '../found/apply.js';
 import { classifyFound } from '../found/classify.js';
-import { getOperation, lockOperation, transactionsOf } from '../journal/operations.js';
-import { linkTransaction } from '../journal/links.js';
-import { transition } from '../journal/transition.js';
+import { getOperation, lockOperation, transactionsAndHead } from '../journal/operations.js';
+import { insertLinksSql } from '../journal/links.js';
+import { assertLease, transition, type Move } from '../journal/transition.js';
 
 /** SPEC §3: the state a classified submit result moves the operation to. */
 function stateForSubmit(r: SubmitResult): State {
@@ -35,6 +35,8 @@ export interface SubmitOutcome {
    * than as the attempt's result; `operation` is the state after it.
    */
   late_response?: boolean;
+  /** The provider transactions linked to it when the result was written, oldest link first (not for a late response). */
+  txnIds?: string[];
 }
 
 /**
@@ -52,6 +54,8 @@ export async function submitOperation(
     detail?: Record<string, unknown>;
     owner?: string;
     heldLease?: string;
+    /** An event to write with `attempt.started`, in its statement (claimAttempt's `note`). */
+    note?: () => Move['note'];
   } = {},
 ): Promise<SubmitOutcome> {
   const claim = await claimAttempt(ctx, id, {
@@ -62,11 +66,12 @@ export async function submitOperation(
     detail: o.detail,
     heldLease: o.heldLease,
     check: (op) => provider.validatePayload?.(submitRequest(op)),
+    note: o.note,
   });
   const result = await send(provider, claim);
   try {
-    const operation = await finishAttempt(ctx, provider, claim, result);
-    return { operation, attempt: claim.attempt, result };
+    const { operation, txnIds } = await finish(ctx, provider, claim, result);
+    return { operation, attempt: claim.attempt, result, txnIds };
   } catch (err) {
     // finishAttempt recorded the transaction the answer names before it threw: the answer was
     // written, as a late response. Saying "result not written" (exit 4) was untrue (campaign).
@@ -111,6 +116,16 @@ export async function finishAttempt(
   claim: AttemptClaim,
   result: SubmitResult,
 ): Promise<Operation> {
+  return (await finish(ctx, provider, claim, result)).operation;
+}
+
+/** finishAttempt, with the provider transactions linked when the result was written. */
+async function finish(
+  ctx: CoreContext,
+  provider: Provider,
+  claim: AttemptClaim,
+  result: SubmitResult,
+): Promise<{ operation: Operation; txnIds: string[] }> {
   try {
     return await writeResult(ctx, provider, claim, result);
   } catch (err) {
@@ -132,21 +147,37 @@ export async function finishAttempt(
   }
 }
 
+/**
+ * Ends the attempt's row and links the transaction the answer names, in one statement. A
+ * transaction already linked to another operation is not re-pointed (insertLinksSql): no row comes back.
+ */
+const END_ATTEMPT = `UPDATE recon.attempts
+    SET ended_at = $3::timestamptz, outcome = $4, error_class = $5, provider_request_id = $6
+  WHERE operation_id = $1 AND number = $2`;
+const END_ATTEMPT_AND_LINK = `WITH ended AS (${END_ATTEMPT})
+${insertLinksSql(`SELECT $7::text, $8::text, $1::text, $9::text, $10::text, $11::bigint, $12::text, $13::text,
+                         $3::timestamptz, $14::text, $15::timestamptz`)}
+RETURNING provider_id`;
+
 async function writeResult(
   ctx: CoreContext,
   provider: Provider,
   claim: AttemptClaim,
   result: SubmitResult,
-): Promise<Operation> {
+): Promise<{ operation: Operation; txnIds: string[] }> {
   const now = ctx.now();
+  const id = claim.op.id;
   return ctx.db.transaction(async (tx) => {
+    // The row lock; then, in a statement begun after it was granted (chainHeads), the chain's head
+    // and the transactions linked: the move needs no lock or head read of its own.
+    const locked = await lockOperation(tx, id);
+    assertLease(locked, claim.owner, now);
+    const { head, transactions } = await transactionsAndHead(tx, id);
     // A transaction the response links is classified like a lookup's match and a webhook's
     // (classifyFound): one that disagrees with the operation is a human's to judge, never confirmed
     // (issue 10), and another live one linked meanwhile (a webhook while the request was in flight)
     // makes this one a second side effect: a person sees both (duplicate wins over a disagreement).
-    const found = result.txn
-      ? classifyFound({ ...claim.op, state: 'submitting' }, [result.txn], await transactionsOf(tx, claim.op.id))
-      : null;
+    const found = result.txn ? classifyFound({ ...claim.op, state: 'submitting' }, [result.txn], transactions) : null;
     const reason = found?.review_reason ?? null;
     const problems = found?.problems ?? [];
     const to = reason ? 'needs_review' : stateForSubmit(result);
@@ -159,13 +190,12 @@ async function writeResult(
       replayed: result.replayed ?? false,
       message: result.message ?? null,
     };
-    let linked = true;
     if (result.txn) {
       detail.provider_id = result.txn.provider_id;
       detail.provider_status = result.txn.status;
     }
     if (problems.length) detail.problems = problems;
-    const { op } = await transition(tx, claim.op.id, to, {
+    const { op } = await transition(tx, id, to, {
       actor: ctx.actor,
       auditKey: ctx.auditKey,
       now,
@@ -174,31 +204,41 @@ async function writeResult(
       detail,
       review_reason: reason ?? (to === 'needs_review' ? 'idempotency_conflict' : null),
       leaseOwner: claim.owner,
+      from: locked.state,
+      head,
     });
-    await tx.query(
-      `UPDATE recon.attempts SET ended_at = $3::timestamptz, outcome = $4, error_class = $5, provider_request_id = $6
-        WHERE operation_id = $1 AND number = $2`,
-      [
-        claim.op.id,
-        claim.attempt,
-        now.toISOString(),
-        result.outcome === 'unknown' || result.outcome === 'conflict'
-          ? 'unknown'
-          : result.outcome === 'failed'
-            ? 'failed'
-            : 'confirmed',
-        result.error_class ?? null,
-        result.provider_request_id ?? null,
-      ],
-    );
-    if (result.txn) {
-      const r = await linkTransaction(tx, provider.name, claim.op.id, result.txn, {
-        via: result.replayed ? 'replay' : 'response',
-        by: ctx.actor,
-        at: now,
-      });
-      linked = r.linked;
+    const ended = [
+      id,
+      claim.attempt,
+      now.toISOString(),
+      result.outcome === 'unknown' || result.outcome === 'conflict'
+        ? 'unknown'
+        : result.outcome === 'failed'
+          ? 'failed'
+          : 'confirmed',
+      result.error_class ?? null,
+      result.provider_request_id ?? null,
+    ];
+    const txnIds = transactions.map((t) => t.provider_id);
+    const txn = result.txn;
+    if (!txn) {
+      await tx.query(END_ATTEMPT, ended);
+      return { operation: op, txnIds };
     }
-    return linked ? op : { ...op };
+    const r = await tx.query(END_ATTEMPT_AND_LINK, [
+      ...ended,
+      provider.name,
+      txn.provider_id,
+      txn.status,
+      txn.state,
+      txn.amount,
+      txn.currency,
+      result.replayed ? 'replay' : 'response',
+      ctx.actor,
+      txn.created ? txn.created.toISOString() : null,
+    ]);
+    // Linked now (or brought up to date, already ours): the newest link, last as provider_txn_ids lists them.
+    if (r.rowCount > 0 && !txnIds.includes(txn.provider_id)) txnIds.push(txn.provider_id);
+    return { operation: op, txnIds };
   });
 }

@@ -13,6 +13,7 @@ import {
   type ProviderTransaction,
   type State,
 } from '../../types.js';
+import { GENESIS_HASH, type ChainHead } from './chain.js';
 import { isUnresolved, UNRESOLVED_SQL } from './states.js';
 
 /** A recon.operations row: bigint columns may come back as strings, hence the Number() below. */
@@ -198,7 +199,38 @@ export async function transactionsOf(q: Queryable, id: string): Promise<Provider
     'SELECT * FROM recon.provider_transactions WHERE operation_id = $1 ORDER BY linked_at, provider_id',
     [id],
   );
-  return r.rows.map((t) => ({
+  return r.rows.map(rowToTransaction);
+}
+
+/**
+ * transactionsOf and the operation's chain head (chainHeads), one statement: for a writer holding
+ * the row lock, read in a statement begun after the lock was granted (see chainHeads).
+ */
+export async function transactionsAndHead(
+  tx: Queryable,
+  id: string,
+): Promise<{ transactions: ProviderTransaction[]; head: ChainHead }> {
+  const r = await tx.query<
+    Partial<TransactionRow> & { head_seq: number | null; head_hash: string | null; head_to_state: State | null }
+  >(
+    `SELECT h.seq AS head_seq, h.hash AS head_hash, h.to_state AS head_to_state, t.*
+       FROM (SELECT seq, hash, to_state FROM recon.audit_events WHERE operation_id = $1 ORDER BY seq DESC LIMIT 1) h
+       RIGHT JOIN (SELECT 1) one ON true
+       LEFT JOIN recon.provider_transactions t ON t.operation_id = $1
+      ORDER BY t.linked_at, t.provider_id`,
+    [id],
+  );
+  const first = r.rows[0];
+  const head =
+    !first || first.head_seq === null
+      ? { seq: 0, hash: GENESIS_HASH, to_state: null }
+      : { seq: Number(first.head_seq), hash: first.head_hash!, to_state: first.head_to_state };
+  const transactions = r.rows.filter((t) => t.provider_id != null).map((t) => rowToTransaction(t as TransactionRow));
+  return { transactions, head };
+}
+
+function rowToTransaction(t: TransactionRow): ProviderTransaction {
+  return {
     provider: t.provider,
     provider_id: t.provider_id,
     operation_id: t.operation_id,
@@ -211,7 +243,7 @@ export async function transactionsOf(q: Queryable, id: string): Promise<Provider
     linked_via: t.linked_via,
     linked_at: t.linked_at,
     linked_by: t.linked_by,
-  }));
+  };
 }
 
 export async function observationsOf(q: Queryable, id: string): Promise<Observation[]> {

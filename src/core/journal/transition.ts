@@ -36,6 +36,12 @@ export interface TransitionOptions {
   leaseOwner?: string;
   /** Keep the lease (e.g. → submitting for a retry); by default a transition releases it. */
   keepLease?: { owner: string; expiresAt: Date };
+  /**
+   * The state and the chain head the caller read under the row lock it holds (Move.from, Move.head):
+   * the move then takes no lock and reads no head of its own. Both or neither.
+   */
+  from?: State;
+  head?: ChainHead;
 }
 
 /** One operation's part of `transitionMany`. */
@@ -85,6 +91,12 @@ export interface Move {
    * `q` must be a transaction).
    */
   head?: ChainHead;
+  /**
+   * An event that changes no state, chained right after the move's and written in the same
+   * statement, only with the move (an agent's `mcp.call` for the call that made the move: a crash
+   * cannot keep one without the other). Its state is the one the move leaves.
+   */
+  note?: { kind: string; detail: Record<string, unknown> };
 }
 
 export type Moved = { ok: true; event: AuditEvent; op?: Operation } | { ok: false; error: Error };
@@ -153,6 +165,8 @@ export async function transition(
         by: o.by,
         leaseOwner: o.leaseOwner,
         lease: o.keepLease ?? 'release',
+        from: o.from,
+        head: o.head,
       },
     ],
     { actor: o.actor, auditKey: o.auditKey, now: o.now, returnRows: true },
@@ -181,7 +195,7 @@ export async function transitionMany(
     // After the lock was granted, in a statement of its own (see chainHeads).
     heads = await chainHeads(q, [...current.keys()]);
   }
-  const rows: { i: number; m: Move; from: State; event: AuditEvent }[] = [];
+  const rows: { i: number; m: Move; from: State; event: AuditEvent; noted: AuditEvent | null }[] = [];
   moves.forEach((m, i) => {
     try {
       const cur = current.get(m.id);
@@ -206,7 +220,23 @@ export async function transitionMany(
         },
         o.auditKey,
       );
-      rows.push({ i, m, from, event });
+      const noted = m.note
+        ? chainEvent(
+            event,
+            {
+              operation_id: m.id,
+              at: o.now,
+              actor: o.actor,
+              kind: m.note.kind,
+              from_state: event.to_state,
+              to_state: event.to_state,
+              rule: null,
+              detail: m.note.detail,
+            },
+            o.auditKey,
+          )
+        : null;
+      rows.push({ i, m, from, event, noted });
     } catch (err) {
       results[i] = { ok: false, error: err as Error };
     }
@@ -293,7 +323,12 @@ appended AS (
   ${insertEventsSql(`
   SELECT id, seq, $20::timestamptz, $21::text, kind, from_state, coalesce(to_state, from_state), rule, detail, prev_hash,
          hash, key_id
-    FROM ok`)}
+    FROM ok
+  UNION ALL
+  SELECT n.id, n.seq, $20::timestamptz, $21::text, n.kind, n.state, n.state, NULL, n.detail, n.prev_hash, n.hash, n.key_id
+    FROM unnest($33::text[], $34::int[], $35::text[], $36::text[], $37::jsonb[], $38::text[], $39::text[], $40::text[])
+         AS n(id, seq, kind, state, detail, prev_hash, hash, key_id)
+   WHERE n.id IN (SELECT id FROM ok)`)}
 )
 SELECT l.id AS locked_id, l.state AS locked_state, l.lease_owner AS locked_lease_owner,
        l.lease_expires_at AS locked_lease_expires_at, up.id IS NOT NULL AS written,
@@ -312,10 +347,11 @@ type WrittenRow = OperationRow & {
 
 async function writeMoves(
   q: Queryable,
-  rows: { m: Move; from: State; event: AuditEvent }[],
+  rows: { m: Move; from: State; event: AuditEvent; noted: AuditEvent | null }[],
   o: { actor: string; now: Date; returnRows?: boolean },
 ): Promise<Map<string, { locked: Locked; row: OperationRow | null }>> {
   const links = rows.flatMap(({ m }) => (m.links ?? []).map((l) => ({ id: m.id, ...l })));
+  const notes = rows.flatMap(({ noted }) => (noted ? [noted] : []));
   const lease = (m: Move) => (m.lease === 'keep' || m.lease === 'release' || !m.lease ? null : m.lease);
   const r = await q.query<WrittenRow>(WRITE_MOVES(Boolean(o.returnRows)), [
     rows.map(({ m }) => m.id),
@@ -350,6 +386,14 @@ async function writeMoves(
     links.map((l) => l.via),
     rows.map(({ m }) => m.observation?.at?.toISOString() ?? null),
     rows.map(({ event }) => event.key_id),
+    notes.map((e) => e.operation_id),
+    notes.map((e) => e.seq),
+    notes.map((e) => e.kind),
+    notes.map((e) => e.to_state),
+    notes.map((e) => JSON.stringify(e.detail)),
+    notes.map((e) => e.prev_hash),
+    notes.map((e) => e.hash),
+    notes.map((e) => e.key_id),
   ]);
   const out = new Map<string, { locked: Locked; row: OperationRow | null }>();
   for (const row of r.rows) {

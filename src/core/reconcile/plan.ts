@@ -3,6 +3,7 @@ import type { ChainHead } from '../journal/chain.js';
 import { payloadHash } from '../../lib/canonical.js';
 import type { CoreContext } from '../journal/context.js';
 import type { History } from '../journal/history.js';
+import type { Move } from '../journal/transition.js';
 import { backoffDelay } from '../../lib/ratelimit.js';
 import { decide } from './rule.js';
 import { judgedState } from '../journal/states.js';
@@ -25,6 +26,8 @@ export interface PlannedDecision {
    * when written.
    */
   at?: Date;
+  /** An event written with the decision, in its statement (Move.note): the `mcp.call` of the check that made it. */
+  note?: Move['note'];
 }
 
 /** Runs the rule (a pure function of what it is given and the clock) and plans the write. */

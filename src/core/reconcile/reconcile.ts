@@ -23,6 +23,13 @@ export interface ReconcileOptions {
   write?: (plan: PlannedDecision) => Promise<Applied>;
   /** Wraps each provider call (the lookup, the retry's submit): `recon run`'s concurrency limit. */
   limited?: <T>(call: () => Promise<T>) => Promise<T>;
+  /**
+   * Asked as the decision is written (alone, not with `write`): an event to write in the decision's
+   * own statement (PlannedDecision.note), e.g. the `mcp.call` of the agent's check that made it, so
+   * a crash cannot keep the decision and lose the record of the call (SPEC §9); none when that call
+   * is recorded already (with an expired lease's move, written first).
+   */
+  note?: () => PlannedDecision['note'];
 }
 
 /**
@@ -40,7 +47,9 @@ export async function reconcileOne(
   const limited = o.limited ?? ((call) => call());
   const plan = await lookUpAndDecide(ctx, provider, claimed, o);
   if (o.dryRun) return decisionJson(plan.op.id, plan.ruling);
-  const applied = o.write ? await o.write(plan) : (await applyDecisions(ctx, [plan], o.owner))[0];
+  const applied = o.write
+    ? await o.write(plan)
+    : (await applyDecisions(ctx, [o.note ? { ...plan, note: o.note() } : plan], o.owner))[0];
   if (!applied.ok) throw applied.error;
   if (plan.ruling.decision !== 'retry') return applied.json;
   // The attempt the decision authorised: the original key and payload, through the normal attempt phases.
@@ -118,12 +127,17 @@ export function lookupQueryFor(op: Operation) {
  * claims it under the provider's lease and reconciles it as `recon run` would. null when it is not
  * claimable: another worker holds it, or it is not unresolved (needs_review is left to people).
  */
-export async function reconcileById(ctx: CoreContext, provider: Provider, id: string): Promise<DecisionJson | null> {
+export async function reconcileById(
+  ctx: CoreContext,
+  provider: Provider,
+  id: string,
+  o: Pick<ReconcileOptions, 'note'> = {},
+): Promise<DecisionJson | null> {
   const owner = newOwnerToken(ctx.actor);
   const claimed = await claimOne(ctx.db, id, { owner, leaseMs: provider.capabilities.leaseMs, now: ctx.now() });
   if (!claimed) return null;
   try {
-    return await reconcileOne(ctx, provider, claimed, { owner });
+    return await reconcileOne(ctx, provider, claimed, { owner, note: o.note });
   } catch (err) {
     await releaseLease(ctx.db, id, owner).catch(() => undefined);
     throw err;

@@ -210,6 +210,7 @@ async function writeGroup(
             .filter((txn) => !taken[i].has(txn.provider_id))
             .map((txn) => ({ provider: item.provider, txn, via: 'lookup' as const })),
           head: underLocks ? undefined : item.head,
+          note: item.note,
         };
       }),
       { actor: ctx.actor, auditKey: ctx.auditKey, now },
