@@ -1,10 +1,4 @@
-import {
-  UNRESOLVED_STATES,
-  type DecisionKind,
-  type Operation,
-  type Provider,
-  type ProviderCapabilities,
-} from '../../types.js';
+import { UNRESOLVED_STATES, type DecisionKind, type Operation, type Provider } from '../../types.js';
 import { exitCodeOf, LeaseLostError } from '../../errors.js';
 import { claimForRun, newOwnerToken, releaseLease } from '../attempt/claims.js';
 import type { CoreContext } from '../journal/context.js';
@@ -192,13 +186,16 @@ const MAX_BATCH = 2000;
  * claim: a larger batch shares that listing among more operations (4 workers over 4,000 found
  * operations: 4 listings of the ledger instead of 20). Bounded by each provider's rate limit and
  * lease: this batch and the next one (claimed while this one is looked up), looked up one by one
- * at the rate limit, take at most half the lease (25/s and 2 minutes: 750 operations).
+ * at the rate limit, take at most half the lease (25/s and 2 minutes: 750 operations). A provider
+ * without `prepareLookups` keeps batches of 200.
  */
-function batchSize(pass: Pass, capabilities: ProviderCapabilities[]): number {
+function batchSize(pass: Pass, providers: Provider[]): number {
+  // Only where every provider of the pass prepares its batches: others gain nothing from a larger one.
+  if (providers.length === 0 || providers.some((p) => !p.prepareLookups)) return BATCH;
   let backlog = 0;
   for (const n of pass.backlog.values()) backlog += n;
   let size = Math.min(MAX_BATCH, Math.ceil(backlog / 4));
-  for (const c of capabilities) size = Math.min(size, Math.floor((c.rateLimit * c.leaseMs) / 1000 / 4));
+  for (const { capabilities: c } of providers) size = Math.min(size, Math.floor((c.rateLimit * c.leaseMs) / 1000 / 4));
   return Math.max(BATCH, size);
 }
 
@@ -218,11 +215,11 @@ async function claimBatch(pass: Pass): Promise<Batch> {
     // request timeout): a fixed 2 minutes blocked a 3 s provider's operations that long after a kill.
     let leaseMs = 120_000;
     const leaseMsByProvider = new Map<string, number>();
-    const capabilities: ProviderCapabilities[] = [];
+    const inPass: Provider[] = [];
     if (o.provider) {
       const p = await pass.providers(o.provider);
       leaseMs = p.capabilities.leaseMs;
-      capabilities.push(p.capabilities);
+      inPass.push(p);
     } else {
       const names = await ctx.db.query<{ provider: string }>(
         `SELECT DISTINCT provider FROM recon.operations WHERE state IN ${UNRESOLVED_SQL}`,
@@ -232,11 +229,11 @@ async function claimBatch(pass: Pass): Promise<Batch> {
         const p = await pass.providers(provider).catch(() => null);
         if (p) {
           leaseMsByProvider.set(provider, p.capabilities.leaseMs);
-          capabilities.push(p.capabilities);
+          inPass.push(p);
         }
       }
     }
-    const size = Math.min(o.batchSize ?? batchSize(pass, capabilities), left);
+    const size = Math.min(o.batchSize ?? batchSize(pass, inPass), left);
     ops = await claimForRun(ctx.db, {
       owner: pass.owner,
       leaseMs,
