@@ -150,6 +150,29 @@ describe('the ledger scan against ledgers written while it reads', () => {
     expect(answer.result).toBe(own.result);
   });
 
+  it('the next batch answers from its own refresh (listed without payment intents): a status changed and a refund first listed there, as their own lookups say', async () => {
+    const queries = backlog(MIN_OPS);
+    const stripe = await createProvider('stripe', loaded);
+    await stripe.prepareLookups!(queries, { backlog: 4 * queries.length });
+    const q = queries[2];
+    expect((await stripe.lookup(q)).matches.map((m) => m.state)).toEqual(['confirmed']);
+
+    // After that batch: q's refund fails, and an operation whose payment was never listed gets its refund.
+    const [refund] = sandbox.refunds({ payment_intent: (q.payload as { payment_intent: string }).payment_intent });
+    sandbox.setRefundStatus(refund.id, 'failed');
+    const [late] = backlog(1);
+    const next = [...queries.slice(3), late];
+    await stripe.prepareLookups!(next, { backlog: 4 * queries.length });
+    const fresh = await createProvider('stripe', loaded);
+    for (const x of [q, late]) {
+      const [answer, own] = [await stripe.lookup(x), await fresh.lookup(x)];
+      expect(ids(answer)).toEqual(ids(own));
+      expect(answer.result).toBe(own.result);
+      expect(answer.matches.map((m) => m.state)).toEqual(own.matches.map((m) => m.state));
+    }
+    expect((await stripe.lookup(q)).matches.map((m) => m.state)).toEqual(['failed']);
+  });
+
   it("for random ledgers, every answer of the scan is the answer of the operation's own lookup", async () => {
     await fc.assert(
       fc.asyncProperty(

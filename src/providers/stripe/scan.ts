@@ -26,14 +26,16 @@
  *   `indexing` before the newest one listed, as well as the newer ones: a refund committed before
  *   a page was read but visible to lists only after it (indexed late; the rule's own uncertainty
  *   window is how late a lookup may see a write) is in the next answer, as in a lookup made then.
+ *   These pages are listed without the payment intents (the refunds in them were mostly listed
+ *   before, and keep the bound of that listing; a refund of a payment never seen expanded has none).
  *   A scan older than `MAX_AGE_MS` is started again, and no answer is given from it (a status
  *   change of a refund older than the re-listed span is not followed otherwise).
  *   What an answer can miss, and a lookup made at the same moment could not: a refund that became
  *   visible between the batch's refresh and its decision (seconds); the next pass sees it, as the
  *   next lookup would.
  *
- * Only refunds carrying recon metadata are kept (memory is bounded by recon's own refunds in the
- * window). Look-alikes without metadata are listed by an operation's own lookup only: an answer from
+ * Only refunds carrying recon metadata are kept, and converted (memory is bounded by recon's own
+ * refunds in the window; one listed again unchanged is not converted again). Look-alikes without metadata are listed by an operation's own lookup only: an answer from
  * the scan has no candidates, which changes nothing decided (a match decides; candidates are shown).
  * Every answer says it came from the scan (`source: 'ledger_scan'` and its note, recorded with the
  * observation): a person can tell it from a lookup.
@@ -87,6 +89,8 @@ interface Scan {
   complete: boolean;
   pages: number;
   byOperation: Map<string, Map<string, Scanned>>;
+  /** Each payment intent's `created` (Stripe seconds), from the pages that expanded it. */
+  paidAt: Map<string, number>;
   /** Operations announced by a `prepare` and listed for since: the only ones answered. */
   announced: Set<string>;
 }
@@ -134,22 +138,38 @@ export function ledgerScan(
 
   const keep = (s: Scan, refunds: Stripe.Refund[]) => {
     for (const refund of refunds) {
-      const txn = refundToTxn(refund);
-      if (txn.operation_id === null) continue;
-      let mine = s.byOperation.get(txn.operation_id);
-      if (!mine) s.byOperation.set(txn.operation_id, (mine = new Map<string, Scanned>()));
+      // Only recon's own refunds are kept: the others are not converted at all.
+      const metadata = refund.metadata;
+      const operationId = metadata?.['recon_operation_id'] ?? null;
+      if (operationId === null) continue;
       const pi = refund.payment_intent;
+      // An expanded payment intent: its `created` bounds its refunds, listed again later without it.
+      if (typeof pi === 'object' && pi !== null && typeof pi.created === 'number') s.paidAt.set(pi.id, pi.created);
+      let mine = s.byOperation.get(operationId);
+      if (!mine) s.byOperation.set(operationId, (mine = new Map<string, Scanned>()));
+      const known = mine.get(refund.id);
+      // Listed again unchanged (the window's pages list the same refunds at every refresh): kept as it is.
+      if (
+        known &&
+        known.txn.status === refund.status &&
+        known.txn.client_reference === (metadata?.['recon_client_reference'] ?? null) &&
+        known.paidAt !== null
+      )
+        continue;
+      const txn = refundToTxn(refund);
+      const paymentIntent = idOf(pi);
       mine.set(txn.provider_id, {
         txn,
-        paymentIntent: idOf(pi),
+        paymentIntent,
         charge: idOf(refund.charge),
-        paidAt: typeof pi === 'object' && pi !== null && typeof pi.created === 'number' ? pi.created : null,
+        // Not expanded (the window listed again) and its payment never seen expanded: no bound.
+        paidAt: paymentIntent === null ? null : (s.paidAt.get(paymentIntent) ?? null),
       });
     }
   };
 
-  const list = async (params: Stripe.RefundListParams) => {
-    const page = await refundPage(client, { ...params, expand: EXPAND });
+  const list = async (params: Stripe.RefundListParams, expand = true) => {
+    const page = await refundPage(client, expand ? { ...params, expand: EXPAND } : params);
     if (scan) scan.pages++;
     return page;
   };
@@ -185,7 +205,10 @@ export function ledgerScan(
       const created = { gte: s.headCreated - indexingS };
       let after: string | undefined;
       for (;;) {
-        const page = await list({ created, ...(after ? { starting_after: after } : {}) });
+        // Without the payment intents (a third of a page's bytes): the refunds listed again keep the
+        // bound of their first listing, and a new refund of a payment never seen expanded has none
+        // (answered only by a scan of the whole ledger, else by its own lookup).
+        const page = await list({ created, ...(after ? { starting_after: after } : {}) }, false);
         keep(s, page.data);
         if (after === undefined) newHead(s, page.data[0]);
         const last = page.data[page.data.length - 1];
@@ -230,6 +253,7 @@ export function ledgerScan(
         complete: false,
         pages: 0,
         byOperation: new Map(),
+        paidAt: new Map(),
         announced: new Set(),
       };
     } else {
