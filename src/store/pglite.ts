@@ -45,7 +45,7 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
     // A new folder gets the template's files before PostgreSQL starts on it: an existing store, to PGlite.
     if (template && absDir) unpackInto(absDir, readTar(new Uint8Array(await template.arrayBuffer())));
     // PGlite already returns int8 as a number; numeric (amount sums) comes back as text otherwise.
-    const smallPool = absDir === undefined || (template !== undefined && shortLived);
+    const smallPool = absDir === undefined || shortLived;
     pg = await PGlite.create(absDir, {
       parsers: { [NUMERIC_OID]: (v: string) => Number(v) },
       ...(template && !absDir ? { fs: templateMemoryFs(MemoryFS, PGlite.paths.PGDATA, template) } : {}),
@@ -282,13 +282,18 @@ export function useBaselineWasm(): void {
 }
 
 /**
- * PostgreSQL's buffer pool for a store that this process fills from nothing and that lives briefly:
- * a `memory:` store (the demo, tests: its data is in memory already), and a new `pglite:` folder
- * made from the template by a one-shot command (`recon init`, a first `ops record`). Its shared
- * memory is zeroed at every start by PGlite's libc (memset, on the baseline WebAssembly tier):
- * with initdb's 128MB, ~0.5 s of the demo's and of init's ~2 s store start (node --cpu-prof: memset
- * under mmap under main); with 16MB, a sixth of that. Only this start: the folder keeps initdb's
- * setting, and every later open of it uses it, as any other store's does.
+ * PostgreSQL's buffer pool for a store that lives in this process briefly or that this process opens
+ * briefly: a `memory:` store (the demo, tests: its data is in memory already), and any `pglite:` folder
+ * opened by a one-shot command (`ops list`, `ops record`, `stats`, `recon init`…; not `recon mcp` nor
+ * `webhook serve`, whose cache lives as long as they run). PostgreSQL's shared memory is zeroed at every
+ * start by PGlite's libc (memset, on the baseline WebAssembly tier): with initdb's 128MB (145 MB of
+ * shared memory), ~0.4 s of CPU and 120 MB of memory in every command on the store (`ops list` on
+ * an empty store: 1.28 → 0.86 s of CPU, /usr/bin/time; node --cpu-prof: memset under mmap under main);
+ * with 16MB (24 MB), a sixth of that. A one-shot command starts with an empty pool, reads a few pages
+ * of an index and a table, and is gone: it never fills 16 MB with pages it reads twice (a scan of a
+ * table past a quarter of the pool reads through a small ring of buffers, whatever the pool's size).
+ * Given on the command line (`-c`), for this start only: the folder's postgresql.conf keeps initdb's
+ * setting, for the servers and for PostgreSQL tools pointed at a copy of it.
  */
 const SMALL_POOL = '16MB';
 /** Set by useBaselineWasm: this process runs one command and exits. */
