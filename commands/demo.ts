@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { Check, DemoListener, DemoReport, DemoStep, DemoTable } from '../src/demo/play.js';
 import { ResultExit } from '../src/errors.js';
+import type { Db } from '../src/store/db.js';
 import { action } from './support/action.js';
 import { formatAmount } from './support/format.js';
 import type { Deps } from './support/deps.js';
@@ -31,8 +32,19 @@ Examples:
 
 export async function runDemo(deps: Deps): Promise<void> {
   if (deps.globals.db) warn(deps.io, '--db is not used: the demo always plays on a throw-away in-memory store');
-  // The store's WebAssembly is compiled and its template inflated on other threads while the demo's modules load.
-  await (await import('../src/store/open.js')).prefetchStore('memory:');
+  // The store starts on a thread of its own while the demo's modules load (src/store/thread.ts); where
+  // it cannot, its WebAssembly is compiled and its template inflated on other threads meanwhile.
+  const store = (await import('../src/store/thread.js')).openMemoryStoreOnThread();
+  if (!store) await (await import('../src/store/open.js')).prefetchStore('memory:');
+  try {
+    await play(deps, store);
+  } finally {
+    // Closed by the demo once it has it; here when it never got that far.
+    await store?.then((db) => db.close()).catch(() => undefined);
+  }
+}
+
+async function play(deps: Deps, store: Promise<Db> | undefined): Promise<void> {
   const { playDemo } = await import('../src/demo/play.js');
   const json = deps.globals.json;
   const s = await styleFor(deps.io);
@@ -44,7 +56,7 @@ export async function runDemo(deps: Deps): Promise<void> {
         s.dim(' — the incidents of docs/rule.md against in-process sandboxes, on a throw-away in-memory store'),
     );
   }
-  const report = await playDemo(listener);
+  const report = await playDemo(listener, store);
   const checks = report.incidents.flatMap((i) => i.checks);
   const failed = checks.filter((c) => !c.ok).length;
   if (json) printJson(deps.io, report);

@@ -16,6 +16,7 @@
 import { listOperations } from '../core/journal/operations.js';
 import { runPass } from '../core/reconcile/run.js';
 import { operationsJson, showOperation } from '../core/journal/views.js';
+import type { Db } from '../store/db.js';
 import { agentsAfternoon } from './agent.js';
 import { Narration } from './narration.js';
 import { commitThenDrop, oldDuplicate, secondClick, webhookTwice } from './refunds.js';
@@ -28,9 +29,10 @@ export type { Check, DemoListener, DemoReport, DemoStep, DemoTable } from './sta
 /** Past the window by this much, as a second `recon run` from cron would be. */
 const WINDOW_MARGIN_MS = 100;
 
-export async function playDemo(listener: DemoListener): Promise<DemoReport> {
+/** `store`: a `memory:` store being opened for the demo (src/store/thread.ts); else one is opened here. */
+export async function playDemo(listener: DemoListener, store?: Promise<Db>): Promise<DemoReport> {
   const started = Date.now();
-  const world = await startDemoWorld();
+  const world = await startDemoWorld(store);
   try {
     const narration = new Narration(listener);
     const scenes = cast(world, () => narration.lane());

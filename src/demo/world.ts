@@ -68,7 +68,8 @@ function warehouseConfig(baseUrl: string, keyRetention: string): Record<string, 
   });
 }
 
-export async function startDemoWorld(): Promise<DemoWorld> {
+/** `store`: the demo's `memory:` store, being opened elsewhere (src/store/thread.ts); else opened here. */
+export async function startDemoWorld(store?: Promise<Db>): Promise<DemoWorld> {
   let offsetMs = 0;
   const nowMs = () => Date.now() + offsetMs;
   const clock: DemoClock = {
@@ -138,7 +139,7 @@ export async function startDemoWorld(): Promise<DemoWorld> {
     });
     // The path only anchors module providers, which the demo has none of; the file is never written.
     const config = parseConfig(text, { path: path.join(os.tmpdir(), 'recon-demo.config.json'), env: {} });
-    const db: Db = await openStore(DEMO_STORE_URL);
+    const db: Db = await (store ?? openStore(DEMO_STORE_URL));
     opened.push(db);
     return {
       ctx: { db, actor: DEMO_ACTOR, now: clock.now },

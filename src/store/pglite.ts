@@ -12,6 +12,7 @@ import { ReconError, StoreLockedError, UsageError } from '../errors.js';
 import { acquireLock, type StoreLock } from './lock.js';
 import { DISK_FULL, pgCode } from './pgcodes.js';
 import { userName } from '../config/trust.js';
+import { readTar, type TarEntry } from '../lib/tar.js';
 
 const NUMERIC_OID = 1700;
 
@@ -40,12 +41,14 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
     const files = runtimeFiles();
     // Looked at under the lock: another process may have created the store meanwhile.
     const template = absDir === undefined || isEmptyFolder(absDir) ? opts.template?.() : undefined;
-    const { PGlite } = await import('@electric-sql/pglite');
+    const { PGlite, MemoryFS } = await import('@electric-sql/pglite');
+    // A new folder gets the template's files before PostgreSQL starts on it: an existing store, to PGlite.
+    if (template && absDir) unpackInto(absDir, readTar(new Uint8Array(await template.arrayBuffer())));
     // PGlite already returns int8 as a number; numeric (amount sums) comes back as text otherwise.
-    const smallPool = absDir === undefined || (template !== undefined && shortLived);
+    const smallPool = absDir === undefined || shortLived;
     pg = await PGlite.create(absDir, {
       parsers: { [NUMERIC_OID]: (v: string) => Number(v) },
-      ...(template ? { loadDataDir: template } : {}),
+      ...(template && !absDir ? { fs: templateMemoryFs(MemoryFS, PGlite.paths.PGDATA, template) } : {}),
       ...(smallPool ? { startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${SMALL_POOL}`] } : {}),
       ...(await files),
     });
@@ -87,6 +90,75 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
 }
 
 const createdFromTemplate = new WeakMap<Db, number[]>();
+
+/**
+ * Writes the template's folders and files into the new, empty store folder `dir` with Node's own calls,
+ * as initdb would have made them (folders 0700, files 0600). PGlite's `loadDataDir` writes each of a
+ * folder store's ~1,000 files through its emulated file system (path lookups, open, write, utime, each
+ * from JavaScript into WebAssembly and back), ~0.5 s of `recon init`'s ~1.7 s of CPU (node --cpu-prof);
+ * here ~0.05 s. A failure (a full disk, a folder turned read-only) is Node's error, reported as any
+ * other, and the half-written folder is emptied by the caller.
+ */
+function unpackInto(dir: string, entries: TarEntry[]): void {
+  const made = new Set<string>([dir]);
+  const folder = (p: string) => {
+    if (made.has(p)) return;
+    fs.mkdirSync(p, { recursive: true, mode: 0o700 });
+    made.add(p);
+  };
+  try {
+    for (const e of entries) {
+      const p = path.join(dir, e.name);
+      if (e.type === 'dir') folder(p);
+      else {
+        folder(path.dirname(p));
+        fs.writeFileSync(p, e.data, { mode: 0o600, flag: 'wx' });
+      }
+    }
+  } catch (err) {
+    // Named by its code (ENOSPC, EACCES), as when PGlite wrote the files: the message says where.
+    const code = (err as NodeJS.ErrnoException).code;
+    throw code ? Object.assign(new Error(code, { cause: err }), { code }) : err;
+  }
+}
+
+/**
+ * PGlite's in-memory file system with a `memory:` store's data folder already in it: the template's
+ * files, put there when PGlite asks its file system for what it holds (before it looks for a store),
+ * each one a view into the inflated tarball rather than a copy (emscripten's MEMFS `canOwn`). PGlite's
+ * `loadDataDir` parses the tarball into copies of each file, then copies each into a new file, ~0.2 s
+ * of `recon demo` (node --cpu-prof).
+ */
+function templateMemoryFs(
+  MemoryFS: typeof import('@electric-sql/pglite').MemoryFS,
+  pgdata: string,
+  template: Blob,
+): InstanceType<typeof MemoryFS> {
+  return new (class extends MemoryFS {
+    override async initialSyncFs(): Promise<void> {
+      // Emscripten's FS, which PGlite's types leave unresolved.
+      const FS = this.pg!.Module.FS as unknown as {
+        mkdirTree(path: string): void;
+        writeFile(path: string, data: Uint8Array, opts: { canOwn: boolean }): void;
+      };
+      const made = new Set<string>();
+      const folder = (p: string) => {
+        if (made.has(p)) return;
+        FS.mkdirTree(p);
+        made.add(p);
+      };
+      folder(pgdata);
+      for (const e of readTar(new Uint8Array(await template.arrayBuffer()))) {
+        const p = `${pgdata}/${e.name}`;
+        if (e.type === 'dir') folder(p);
+        else {
+          folder(p.slice(0, p.lastIndexOf('/')));
+          FS.writeFile(p, e.data, { canOwn: true });
+        }
+      }
+    }
+  })();
+}
 
 /**
  * The migration versions a store opened by this process got from the migrated store template (it
@@ -211,13 +283,18 @@ export function useBaselineWasm(): void {
 }
 
 /**
- * PostgreSQL's buffer pool for a store that this process fills from nothing and that lives briefly:
- * a `memory:` store (the demo, tests: its data is in memory already), and a new `pglite:` folder
- * made from the template by a one-shot command (`recon init`, a first `ops record`). Its shared
- * memory is zeroed at every start by PGlite's libc (memset, on the baseline WebAssembly tier):
- * with initdb's 128MB, ~0.5 s of the demo's and of init's ~2 s store start (node --cpu-prof: memset
- * under mmap under main); with 16MB, a sixth of that. Only this start: the folder keeps initdb's
- * setting, and every later open of it uses it, as any other store's does.
+ * PostgreSQL's buffer pool for a store that lives in this process briefly or that this process opens
+ * briefly: a `memory:` store (the demo, tests: its data is in memory already), and any `pglite:` folder
+ * opened by a one-shot command (`ops list`, `ops record`, `stats`, `recon init`…; not `recon mcp` nor
+ * `webhook serve`, whose cache lives as long as they run). PostgreSQL's shared memory is zeroed at every
+ * start by PGlite's libc (memset, on the baseline WebAssembly tier): with initdb's 128MB (145 MB of
+ * shared memory), ~0.4 s of CPU and 120 MB of memory in every command on the store (`ops list` on
+ * an empty store: 1.28 → 0.86 s of CPU, /usr/bin/time; node --cpu-prof: memset under mmap under main);
+ * with 16MB (24 MB), a sixth of that. A one-shot command starts with an empty pool, reads a few pages
+ * of an index and a table, and is gone: it never fills 16 MB with pages it reads twice (a scan of a
+ * table past a quarter of the pool reads through a small ring of buffers, whatever the pool's size).
+ * Given on the command line (`-c`), for this start only: the folder's postgresql.conf keeps initdb's
+ * setting, for the servers and for PostgreSQL tools pointed at a copy of it.
  */
 const SMALL_POOL = '16MB';
 /** Set by useBaselineWasm: this process runs one command and exits. */

@@ -1,8 +1,9 @@
 /**
  * The migrated store template: a PGlite data folder that has been through initdb and every
  * migration, as a gzipped tarball (PGlite's `dumpDataDir`). Creating an embedded store from
- * nothing runs PostgreSQL's initdb in WebAssembly and then the migrations, seconds of CPU; loading
- * the tarball (`PGlite.create({ loadDataDir })`) takes a fraction of that. A new `memory:` store,
+ * nothing runs PostgreSQL's initdb in WebAssembly and then the migrations, seconds of CPU; unpacking
+ * the tarball (pglite.ts: into the new folder, or into PGlite's in-memory file system) takes a
+ * fraction of that. A new `memory:` store,
  * and a new `pglite:` folder opened with auto-migration (every command's first use, `recon init`),
  * start from it.
  *
@@ -64,13 +65,12 @@ function pgliteVersion(): string {
 
 /**
  * The template's data folder tarball, uncompressed, when one matching this build is there;
- * undefined otherwise. Shaped as PGlite's `loadDataDir` reads it (only `arrayBuffer()` and `type`,
- * the way pglite.ts hands over PGlite's own file bundle): given the gzipped Blob, PGlite inflates it
- * through a web DecompressionStream in 64 KiB chunks and then copies the chunks into one buffer, ~40%
- * of loading the template (node --cpu-prof of `recon demo`); node's zlib inflates the 3 MB into its
- * ~24 MB in one call, into one buffer sized from the gzip trailer, handed over without a copy. It
- * inflates on a thread of libuv's pool, from the moment the template is read: meanwhile the main
- * thread imports PGlite and instantiates PostgreSQL, which PGlite does before it asks for the bytes.
+ * undefined otherwise. A Blob whose `arrayBuffer()` is the tar (`type` '': not gzipped): node's zlib
+ * inflates the 3 MB into its ~24 MB in one call, into one buffer sized from the gzip trailer, handed
+ * over without a copy (a web DecompressionStream, in 64 KiB chunks then copied into one buffer, was
+ * ~40% of loading the template: node --cpu-prof of `recon demo`). It inflates on a thread of libuv's
+ * pool, from the moment the template is read: meanwhile the main thread imports PGlite (and, for a
+ * `memory:` store, instantiates PostgreSQL, which comes before PGlite asks its file system for files).
  * Read by `prefetchTemplate` earlier still, it is that read's bytes.
  */
 export function readTemplate(kind: TemplateKind = 'folder'): Blob | undefined {

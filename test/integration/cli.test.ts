@@ -557,6 +557,41 @@ describe("the embedded store's WebAssembly tier", () => {
     expect(mcp.code, mcp.stderr).toBe(0);
     expect(server.flags()).toBe('');
   });
+
+  // A preload in the child asks each store PGlite starts for its buffer pool, as PostgreSQL has it.
+  const pool = (dir: string) => {
+    const file = path.join(dir, 'pool.txt');
+    const preload = path.join(dir, 'record-pool.mjs');
+    const pglite = new URL(import.meta.resolve('@electric-sql/pglite')).href;
+    fs.writeFileSync(
+      preload,
+      `import fs from 'node:fs';\nimport { PGlite } from ${JSON.stringify(pglite)};\nconst create = PGlite.create;\n` +
+        `PGlite.create = async function (...args) { const pg = await create.apply(this, args);\n` +
+        `  const { rows } = await pg.query('SHOW shared_buffers');\n` +
+        `  fs.appendFileSync(${JSON.stringify(file)}, rows[0].shared_buffers + '\\n'); return pg; };\n`,
+    );
+    return {
+      env: { NODE_OPTIONS: `--import ${preload}` },
+      pools: () => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : ''),
+    };
+  };
+
+  it("a one-shot command starts an existing store with a 16MB buffer pool, not the 128MB zeroed at every start; recon mcp keeps the store's", async () => {
+    const folder = path.join(tempDir(), 'db');
+    const made = await recon(['--db', `pglite:${folder}`, 'ops', 'record', '-', '--json'], { input: '[]' });
+    expect(made.code, made.stderr).toBe(0);
+    // A store recon made (the tests' own copies are set to 16MB in their postgresql.conf).
+    const once = pool(tempDir());
+    const list = await recon(['--db', `pglite:${folder}`, 'ops', 'list', '--json'], { env: once.env });
+    expect(list.code, list.stderr).toBe(0);
+    expect(once.pools()).toBe('16MB\n');
+    // The store's own setting is initdb's, left as it was: the servers use it.
+    expect(fs.readFileSync(path.join(folder, 'postgresql.conf'), 'utf8')).toMatch(/^shared_buffers = 128MB/m);
+    const server = pool(tempDir());
+    const mcp = await recon(['--db', `pglite:${folder}`, 'mcp'], { env: server.env, input: '' });
+    expect(mcp.code, mcp.stderr).toBe(0);
+    expect(server.pools()).toBe('128MB\n');
+  });
 });
 
 describe('secrets are never printed', () => {

@@ -1,0 +1,62 @@
+/**
+ * `recon demo`'s store on a worker thread (src/store/thread.ts): the same `memory:` store as in
+ * process, behind the same Db, with transactions committed or rolled back as on PGlite itself and
+ * PostgreSQL's errors carrying their SQLSTATE. Runs the built module (the worker is compiled JS).
+ */
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import type { Db } from '../../src/store/db.js';
+import { loadMigrations } from '../../src/store/migrate.js';
+import { pgCode } from '../../src/store/pgcodes.js';
+import { ROOT } from '../support/cli.js';
+
+async function open(): Promise<Db> {
+  const url = pathToFileURL(path.join(ROOT, 'dist', 'src', 'store', 'thread.js')).href;
+  const { openMemoryStoreOnThread } = (await import(url)) as typeof import('../../src/store/thread.js');
+  const store = openMemoryStoreOnThread();
+  expect(store, 'dist/src/store/thread-worker.js is built').toBeDefined();
+  return store!;
+}
+
+describe('a memory: store on a worker thread', () => {
+  it('is a migrated store; a transaction commits when its function resolves and rolls back when it throws', async () => {
+    const db = await open();
+    try {
+      const versions = (await db.query<{ version: number }>('SELECT version FROM recon.schema_migrations ORDER BY 1'))
+        .rows;
+      expect(versions.map((r) => r.version)).toEqual(loadMigrations().map((m) => m.version));
+      await db.query('CREATE TABLE t (id int PRIMARY KEY, at timestamptz)');
+      const at = new Date('2026-01-02T03:04:05.678Z');
+      expect(
+        await db.transaction(async (tx) => {
+          await tx.query('INSERT INTO t VALUES ($1, $2)', [1, at]);
+          return (await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM t')).rows[0].n;
+        }),
+      ).toBe(1);
+      const thrown = new Error('the caller changed its mind');
+      await expect(
+        db.transaction(async (tx) => {
+          await tx.query('INSERT INTO t VALUES (2, now())');
+          throw thrown;
+        }),
+      ).rejects.toThrow('the caller changed its mind');
+      expect((await db.query('SELECT id, at FROM t')).rows).toEqual([{ id: 1, at }]);
+      // A statement's error keeps PostgreSQL's fields, the SQLSTATE first.
+      const dup = await db.query('INSERT INTO t VALUES (1, now())').catch((e: unknown) => e);
+      expect(pgCode(dup)).toBe('23505');
+      expect((dup as Error).message).toMatch(/duplicate key value violates unique constraint "t_pkey"/);
+      // Statements from concurrent callers, with a transaction among them, all land in order.
+      await Promise.all([
+        db.transaction(async (tx) => {
+          for (let i = 10; i < 20; i++) await tx.query('INSERT INTO t VALUES ($1, now())', [i]);
+        }),
+        ...Array.from({ length: 10 }, (_, i) => db.query('INSERT INTO t VALUES ($1, now())', [100 + i])),
+      ]);
+      expect((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM t')).rows[0].n).toBe(21);
+    } finally {
+      await db.close();
+    }
+    await expect(db.query('SELECT 1')).rejects.toThrow(/thread ended/);
+  });
+});
