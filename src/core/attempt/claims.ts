@@ -4,8 +4,8 @@ import { payloadHash } from '../../lib/canonical.js';
 import type { CoreContext } from '../journal/context.js';
 import { NotFoundError, RefusedError } from '../../errors.js';
 import { chainHeads } from '../journal/chain.js';
-import { rowToOperation, type OperationRow } from '../journal/operations.js';
-import { RECONCILABLE_SQL, UNRESOLVED_SQL } from '../journal/states.js';
+import { listOperations, rowToOperation, type OperationRow } from '../journal/operations.js';
+import { isInFlight, RECONCILABLE_SQL, RECONCILABLE_STATES, UNRESOLVED_SQL } from '../journal/states.js';
 import { transition, transitionMany, type Move } from '../journal/transition.js';
 
 /**
@@ -92,6 +92,46 @@ export async function claimForRun(q: Queryable, o: RunClaimOptions): Promise<Cla
   return r.rows
     .map(rowToClaimed)
     .sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
+}
+
+/**
+ * What `claimForRun` would take, claiming nothing (`recon run --dry-run`): the reconcilable
+ * operations but those in flight (a lease another worker holds) and those backing off, at most
+ * `limit`, oldest first. Every candidate backing off is left out, not only the first 100 that the
+ * summary lists.
+ */
+export async function claimCandidates(
+  q: Queryable,
+  o: { now: Date; limit: number; provider?: string },
+): Promise<Operation[]> {
+  const ops = await listOperations(q, { states: [...RECONCILABLE_STATES], provider: o.provider, limit: o.limit });
+  const waiting = new Set(
+    (await backingOff(q, o.provider, o.now, { among: ops.map((op) => op.id) })).list.map((b) => b.id),
+  );
+  return ops.filter((op) => !isInFlight(op, o.now) && !waiting.has(op.id)).reverse();
+}
+
+/**
+ * Operations `recon run` does not claim yet: backing off after an unavailable lookup (SPEC §4 step 6).
+ * The first `limit` soonest first, and how many there are; `among`: only these operations, all of them.
+ */
+export async function backingOff(
+  q: Queryable,
+  provider: string | undefined,
+  now: Date,
+  o: { among?: string[]; limit?: number } = {},
+): Promise<{ list: { id: string; until: string }[]; total: number }> {
+  const { rows } = await q.query<{ id: string; next_check_at: Date | string; total: number }>(
+    `SELECT id, next_check_at, count(*) OVER ()::int AS total FROM recon.operations
+      WHERE state IN ${UNRESOLVED_SQL} AND state <> 'needs_review' AND next_check_at > $1::timestamptz
+        AND ($2::text IS NULL OR provider = $2::text) AND ($3::text[] IS NULL OR id = ANY($3::text[]))
+      ORDER BY next_check_at, id LIMIT $4`,
+    [now.toISOString(), provider ?? null, o.among ?? null, o.among ? o.among.length : (o.limit ?? 100)],
+  );
+  return {
+    list: rows.map((r) => ({ id: r.id, until: new Date(r.next_check_at).toISOString() })),
+    total: rows.length ? Number(rows[0].total) : 0,
+  };
 }
 
 /** Gives a lease back (only if we still hold it). */

@@ -1,6 +1,6 @@
 import { UNRESOLVED_STATES, type DecisionKind, type Operation, type Provider } from '../../types.js';
 import { exitCodeOf, LeaseLostError } from '../../errors.js';
-import { claimForRun, newOwnerToken, releaseLease } from '../attempt/claims.js';
+import { backingOff, claimCandidates, claimForRun, newOwnerToken, releaseLease } from '../attempt/claims.js';
 import type { CoreContext } from '../journal/context.js';
 import { limitConcurrency } from '../../lib/ratelimit.js';
 import type { Applied, DecisionJson } from '../journal/decision-json.js';
@@ -8,8 +8,7 @@ import { decisionWriter } from './write-decisions.js';
 import { historiesOf, type History } from '../journal/history.js';
 import type { PlannedDecision } from './plan.js';
 import { lookupQueryFor, reconcileOne } from './reconcile.js';
-import { listOperations } from '../journal/operations.js';
-import { isInFlight, RECONCILABLE_STATES, UNRESOLVED_SQL } from '../journal/states.js';
+import { UNRESOLVED_SQL } from '../journal/states.js';
 
 export interface RunOptions {
   provider?: string;
@@ -174,7 +173,7 @@ interface Batch {
   histories: Map<string, History>;
 }
 
-/** Operations claimed per transaction, at least (and for the dry run). */
+/** Operations claimed per transaction, at least. */
 const BATCH = 200;
 /** Operations claimed per transaction, at most. */
 const MAX_BATCH = 2000;
@@ -209,7 +208,9 @@ async function claimBatch(pass: Pass): Promise<Batch> {
   const left = pass.limit - pass.summary.claimed;
   if (left <= 0) return { ops: [], histories: new Map() };
   let ops: Operation[];
-  if (o.dryRun) ops = await dryRunCandidates(pass, Math.min(o.batchSize ?? BATCH, left));
+  // The dry run's one batch: what the claim would take, all at once (claimed by nothing).
+  if (o.dryRun)
+    ops = pass.seen.length ? [] : await claimCandidates(ctx.db, { now: ctx.now(), limit: left, provider: o.provider });
   else {
     // Each operation is claimed with its own provider's lease (which outlives that provider's
     // request timeout): a fixed 2 minutes blocked a 3 s provider's operations that long after a kill.
@@ -249,47 +250,6 @@ async function claimBatch(pass: Pass): Promise<Batch> {
   pass.seen.push(...ops.map((op) => op.id));
   const [histories] = await Promise.all([historiesOf(ctx.db, ops), prepareLookups(pass, ops)]);
   return { ops, histories };
-}
-
-/** What the dry run decides: what the pass would claim (but in flight or claimed by another worker), all at once. */
-async function dryRunCandidates(pass: Pass, size: number): Promise<Operation[]> {
-  const { ctx, o } = pass;
-  if (pass.seen.length) return [];
-  const now = ctx.now();
-  const ops = await listOperations(ctx.db, {
-    states: [...RECONCILABLE_STATES],
-    provider: o.provider,
-    limit: Math.max(size, pass.limit),
-  });
-  // The real pass's claim skips operations backing off after an unavailable lookup: so does the dry
-  // run, for every candidate (not only the first 100 backing off that the summary lists).
-  const waiting = new Set(
-    (await backingOff(ctx, o.provider, now, { among: ops.map((op) => op.id) })).list.map((b) => b.id),
-  );
-  return ops.filter((op) => !isInFlight(op, now) && !waiting.has(op.id)).reverse();
-}
-
-/**
- * Operations `recon run` does not claim yet: backing off after an unavailable lookup (SPEC §4 step 6).
- * The first `limit` soonest first, and how many there are; `among`: only these operations, all of them.
- */
-async function backingOff(
-  ctx: CoreContext,
-  provider: string | undefined,
-  now: Date,
-  o: { among?: string[]; limit?: number } = {},
-) {
-  const { rows } = await ctx.db.query<{ id: string; next_check_at: Date | string; total: number }>(
-    `SELECT id, next_check_at, count(*) OVER ()::int AS total FROM recon.operations
-      WHERE state IN ${UNRESOLVED_SQL} AND state <> 'needs_review' AND next_check_at > $1::timestamptz
-        AND ($2::text IS NULL OR provider = $2::text) AND ($3::text[] IS NULL OR id = ANY($3::text[]))
-      ORDER BY next_check_at, id LIMIT $4`,
-    [now.toISOString(), provider ?? null, o.among ?? null, o.among ? o.among.length : (o.limit ?? 100)],
-  );
-  return {
-    list: rows.map((r) => ({ id: r.id, until: new Date(r.next_check_at).toISOString() })),
-    total: rows.length ? Number(rows[0].total) : 0,
-  };
 }
 
 /** Each provider's `prepareLookups` with its operations of the batch; trouble here only means lookups one by one. */
@@ -404,7 +364,7 @@ async function summarise(pass: Pass, started: number): Promise<RunSummary> {
   for (const s of UNRESOLVED_STATES) summary.unresolved_by_state[s] = 0;
   for (const r of states.rows) summary.unresolved_by_state[r.state] = Number(r.n);
   summary.needs_review_total = summary.unresolved_by_state.needs_review ?? 0;
-  const waiting = await backingOff(ctx, o.provider, pass.startedAt);
+  const waiting = await backingOff(ctx.db, o.provider, pass.startedAt);
   [summary.backing_off, summary.backing_off_total] = [waiting.list, waiting.total];
   summary.decisions.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   summary.duration_ms = Date.now() - started;
