@@ -78,7 +78,8 @@ export const startup: Benchmark = {
     // Interleaved runs, each command next to its baseline: the ratio is taken per pair (the two ran
     // within a few hundred milliseconds of each other, under the same load) and the row reports the
     // median of those ratios; the median times themselves are in the row's name and baseline.
-    const runs = ctx.quick ? 10 : 24;
+    // --quick: 5 rounds (its 2-minute budget; each list round is three processes starting PGlite).
+    const runs = ctx.quick ? 5 : 24;
     // First use creates and migrates the store: not what this measures. Only a command that records
     // creates a store (`ops list` on a store that is not there exits 6): an empty batch does it.
     const empty = path.join(dir, 'empty.json');
