@@ -260,7 +260,7 @@ function stormOrder(n: number, from = 0): { bodies: string[]; redeliveries: numb
 export const webhooksBench: Benchmark = {
   name: 'webhooks',
   async run(ctx: BenchContext): Promise<BenchRow[]> {
-    const n = ctx.quick ? 2_000 : 20_000;
+    const n = ctx.quick ? 3_000 : 20_000;
     const dir = mkdir(ctx, 'webhooks');
     const store = await freshPgStore(ctx);
     const floorStore = await freshPgStore(ctx);
