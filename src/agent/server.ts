@@ -4,6 +4,7 @@
  * same Agent: one store, opened once for the server's lifetime.
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Agent } from './context.js';
 import { registerCheckAction } from './check-action.js';
 import { registerExecuteAction } from './execute-action.js';
@@ -20,8 +21,19 @@ const INSTRUCTIONS =
   'execute_action, and when the answer is outcome_unknown ask with check_action: never send the action again ' +
   'another way, and never give it a new operation_id. Every call is recorded in an audit trail under your client name.';
 
+/**
+ * One JSON Schema validator for every session of the process. Without it the SDK builds a new one
+ * (an Ajv instance with its formats) for each McpServer, that is for each HTTP session: ~0.7 ms of
+ * CPU and an Ajv's worth of heap per session, for a validator the server uses only to check
+ * elicitation answers, which recon never asks for.
+ */
+let validator: AjvJsonSchemaValidator | undefined;
+
 export function createAgentServer(agent: Agent, version: string): McpServer {
-  const server = new McpServer({ name: 'recon', version }, { instructions: INSTRUCTIONS });
+  const server = new McpServer(
+    { name: 'recon', version },
+    { instructions: INSTRUCTIONS, jsonSchemaValidator: (validator ??= new AjvJsonSchemaValidator()) },
+  );
   const calls = callsFor(server, agent);
   const tools = reconTools(server, calls);
   for (const register of [
