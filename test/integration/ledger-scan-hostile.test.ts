@@ -175,6 +175,36 @@ describe('the ledger scan, against hostile ledgers', () => {
     await scan.prepare(queries, 100_000);
     expect(ids(scan.answer(q, plan)!)).toEqual(ids(own));
   });
+  it('a refresh lists again what was created in the uncertainty window before the last one, not a ledger made long before', async () => {
+    // The backlog's refunds and 500 of others', made within a second or two, now an hour old by
+    // Stripe's clock: an incident's refunds, reconciled later.
+    const queries = backlog(MIN_OPS);
+    for (let i = 0; i < 500; i++) {
+      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd' });
+    }
+    offsetMs += 3600_000;
+    try {
+      const lists = () => sandbox.stats.byRoute['GET /v1/refunds'] ?? 0;
+      // An uncertainty window of 1 s: each refresh lists again what was created in the second before.
+      const scan = ledgerScan(createClient(config), () => 0, 200, 1000);
+      await scan.prepare(queries, 100_000);
+      const perRefresh: number[] = [];
+      for (let batch = 0; batch < 3; batch++) {
+        const before = lists();
+        await scan.prepare(queries, 100_000);
+        perRefresh.push(lists() - before);
+      }
+      // The first refresh knows only the newest refund's time (an hour ago, shared by 500 others): it
+      // lists them again. The later ones start from the one before, an hour later: one page, empty.
+      expect(perRefresh[0]).toBeGreaterThan(5);
+      expect(perRefresh.slice(1)).toEqual([1, 1]);
+      const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date(sandboxNow()));
+      expect(scan.answer(queries[0], plan)?.result).toBe('found');
+    } finally {
+      offsetMs -= 3600_000;
+    }
+  });
 });
 
 describe("the ledger scan, against a provider whose clock is 10 minutes behind recon's", () => {

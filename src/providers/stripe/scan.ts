@@ -23,8 +23,9 @@
  *   requests, then stops: the operations it does not cover are looked up on their own);
  * - fresh: an answer is given only to an operation announced by a `prepare` (claimed by then) and
  *   from a listing refreshed after it. Each refresh lists again every refund created since
- *   `indexing` before the newest one listed, as well as the newer ones: a refund committed before
- *   a page was read but visible to lists only after it (indexed late; the rule's own uncertainty
+ *   `indexing` before the last refresh began on Stripe's clock (a response's `Date`; or before the
+ *   newest one listed, when that is later), as well as the newer ones: a refund committed before a
+ *   page was read but visible to lists only after it (indexed late; the rule's own uncertainty
  *   window is how late a lookup may see a write) is in the next answer, as in a lookup made then.
  *   These pages are listed without the payment intents (the refunds in them were mostly listed
  *   before, and keep the bound of that listing; a refund of a payment never seen expanded has none).
@@ -43,7 +44,7 @@
 import { performance } from 'node:perf_hooks';
 import type Stripe from 'stripe';
 import type { LookupQuery, LookupResult, ProviderTxn } from '../../types.js';
-import { idOf, refundToTxn } from './classify.js';
+import { headerOf, idOf, refundToTxn } from './classify.js';
 import type { StripeClient } from './client.js';
 import { refundPage, type LookupPlan } from './ledger.js';
 import { lookupResultOf } from '../../core/found/lookup-result.js';
@@ -82,6 +83,12 @@ interface Scan {
   /** The newest refund listed, and its `created`. */
   head: string | null;
   headCreated: number;
+  /**
+   * Stripe's clock (seconds) no later than the first page of the last refresh (or of the walk, before
+   * any refresh) was read: the `Date` of a response received before that page was asked for. null:
+   * none was (the first scan's walk).
+   */
+  listedSince: number | null;
   /** The oldest refund listed by the walk back: its cursor, and its `created`. */
   tail: string | null;
   tailCreated: number;
@@ -168,9 +175,13 @@ export function ledgerScan(
     }
   };
 
+  /** The newest `Date` of a page's response (Stripe's clock, seconds), null before the first. */
+  let lastDate: number | null = null;
   const list = async (params: Stripe.RefundListParams, expand = true) => {
     const page = await refundPage(client, expand ? { ...params, expand: EXPAND } : params);
     if (scan) scan.pages++;
+    const date = Date.parse(headerOf(page.lastResponse?.headers, 'date') ?? '');
+    if (Number.isFinite(date)) lastDate = Math.max(lastDate ?? -Infinity, Math.floor(date / 1000));
     return page;
   };
 
@@ -190,11 +201,18 @@ export function ledgerScan(
   };
 
   /**
-   * The refunds created since `indexingS` before the newest one listed, newer ones included: those
-   * created since, and those committed before a page was read that lists could not see yet.
+   * The refunds created since `indexingS` before the last refresh (or before the newest one listed,
+   * whichever is later), newer ones included: those created since, and those committed before a page
+   * was read that lists could not see yet. A refund the last refresh did not list was not visible when
+   * its first page was read (at Stripe's `listedSince` or later), so it was created at most
+   * `indexingS` before that; and no later than the newest refund listed then, which was visible. Either
+   * bound alone is enough; the later one lists less: when the window's refunds were created long
+   * before the pass, a refresh no longer lists all of them again.
    */
   const refresh = async (s: Scan) => {
     const began = clock();
+    // Received before this refresh asks for its first page: no later than that page is read.
+    const mark = lastDate;
     if (s.head === null) {
       // Nothing listed yet (an empty ledger): the walk back from now is the refresh.
       s.tail = null;
@@ -202,7 +220,7 @@ export function ledgerScan(
       s.tailCreated = Infinity;
       await walkBack(s);
     } else {
-      const created = { gte: s.headCreated - indexingS };
+      const created = { gte: Math.max(s.headCreated, s.listedSince ?? -Infinity) - indexingS };
       let after: string | undefined;
       for (;;) {
         // Without the payment intents (a third of a page's bytes): the refunds listed again keep the
@@ -217,6 +235,7 @@ export function ledgerScan(
       }
     }
     s.refreshedAt = began;
+    s.listedSince = mark;
   };
 
   /** How far back the batch needs the listing: its operations' payments where found, else where they were recorded. */
@@ -248,6 +267,8 @@ export function ledgerScan(
         refreshedAt: now,
         head: null,
         headCreated: -Infinity,
+        // The walk's first page is asked for after this response was received: its read is no earlier.
+        listedSince: lastDate,
         tail: null,
         tailCreated: Infinity,
         complete: false,
