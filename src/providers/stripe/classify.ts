@@ -119,6 +119,12 @@ export function headerOf(headers: Record<string, unknown> | undefined, name: str
   return Array.isArray(value) ? String(value[0]) : value === undefined ? undefined : String(value);
 }
 
+/** A response's `Date` header: the provider's clock when it answered (to the second), or null. */
+export function dateOf(headers: Record<string, unknown> | undefined): Date | null {
+  const ms = Date.parse(headerOf(headers, 'date') ?? '');
+  return Number.isFinite(ms) ? new Date(ms) : null;
+}
+
 /**
  * A key Stripe refused (401, or 403 for a restricted key without the permission): a configuration
  * error (exit 2), never "the provider is unavailable" (SPEC §4 step 6), which would page as an outage.

@@ -11,7 +11,7 @@ import type { ListRange, LookupQuery, LookupResult, ProviderTxn } from '../../ty
 import { formatDuration } from '../../lib/durations.js';
 import { lookupResultOf, unavailableLookup } from '../../core/found/lookup-result.js';
 import { ProviderUnavailableError } from '../../errors.js';
-import { describeError, headerOf, missingParent, refundToTxn, refusedKey } from './classify.js';
+import { dateOf, describeError, missingParent, refundToTxn, refusedKey } from './classify.js';
 import { isRateLimited, retryAfterOf, type StripeClient } from './client.js';
 
 const PAGE_SIZE = 100;
@@ -29,8 +29,7 @@ async function* refundPages(
   let startingAfter: string | undefined;
   for (;;) {
     const page = await refundPage(client, { ...params, ...(startingAfter ? { starting_after: startingAfter } : {}) });
-    const date = Date.parse(headerOf(page.lastResponse?.headers, 'date') ?? '');
-    yield { refunds: page.data, date: Number.isFinite(date) ? new Date(date) : null };
+    yield { refunds: page.data, date: dateOf(page.lastResponse?.headers) };
     const last = page.data[page.data.length - 1];
     if (!page.has_more || !last) return;
     startingAfter = last.id;
@@ -141,13 +140,13 @@ export async function lookupRefunds(
     const missing = missingParent(err);
     if (missing) {
       const id = String(plan.params[missing as 'payment_intent' | 'charge']);
-      const date = Date.parse(headerOf((err as { headers?: Record<string, unknown> }).headers, 'date') ?? '');
+      const date = dateOf((err as { headers?: Record<string, unknown> }).headers);
       return {
         result: 'not_found',
         matches: [],
         candidates: [],
         reason: `the ${missing === 'payment_intent' ? 'payment intent' : 'charge'} ${id} does not exist in this account (404 resource_missing): nothing can exist for it`,
-        ...(Number.isFinite(date) ? { provider_date: new Date(date) } : {}),
+        ...(date ? { provider_date: date } : {}),
         note: plan.note,
       };
     }

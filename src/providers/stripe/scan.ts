@@ -44,7 +44,7 @@
 import { performance } from 'node:perf_hooks';
 import type Stripe from 'stripe';
 import type { LookupQuery, LookupResult, ProviderTxn } from '../../types.js';
-import { headerOf, idOf, refundToTxn } from './classify.js';
+import { dateOf, idOf, refundToTxn } from './classify.js';
 import type { StripeClient } from './client.js';
 import { refundPage, type LookupPlan } from './ledger.js';
 import { lookupResultOf } from '../../core/found/lookup-result.js';
@@ -180,8 +180,8 @@ export function ledgerScan(
   const list = async (params: Stripe.RefundListParams, expand = true) => {
     const page = await refundPage(client, expand ? { ...params, expand: EXPAND } : params);
     if (scan) scan.pages++;
-    const date = Date.parse(headerOf(page.lastResponse?.headers, 'date') ?? '');
-    if (Number.isFinite(date)) lastDate = Math.max(lastDate ?? -Infinity, Math.floor(date / 1000));
+    const date = dateOf(page.lastResponse?.headers);
+    if (date) lastDate = Math.max(lastDate ?? -Infinity, Math.floor(date.getTime() / 1000));
     return page;
   };
 
