@@ -116,9 +116,9 @@ function cpuMs(child: ChildProcess): number | null {
 }
 
 /** The storm, and the server's CPU per delivery during it (µs; null when /proc is not there). */
-async function stormCpu(server: Server, bodies: string[], rate?: number) {
+async function stormCpu(server: Server, bodies: string[]) {
   const before = cpuMs(server.child);
-  const r = await storm(server.url, bodies, rate);
+  const r = await storm(server.url, bodies);
   const after = cpuMs(server.child);
   const cpuUs = before === null || after === null ? null : ((after - before) * 1000) / bodies.length;
   return { ...r, cpuUs };
