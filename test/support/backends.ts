@@ -46,6 +46,13 @@ export function removeTempStores(): void {
   tempDirs.push(...keep);
 }
 atFileEnd(removeTempStores);
+// What is still held when the worker ends (world.ts's pool, handed from file to file): the store
+// dies with the process, its folder goes here. vitest ends a worker with SIGTERM, which ends a Node
+// process without its 'exit' event unless the signal is handled: handled, it exits as it would.
+process.once('exit', () => {
+  for (const dir of tempDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+});
+if (process.listenerCount('SIGTERM') === 0) process.once('SIGTERM', () => process.exit(143));
 
 /**
  * Keeps the temp folder of the store at `url` (if it is one) from removeTempStores while that store

@@ -14,8 +14,8 @@
  * world the same file starts on the same backend: opening a PGlite store costs ~0.5–1 s of CPU,
  * emptying one milliseconds, and every world still starts from empty tables at the latest schema.
  * Only the run's own backends (backends.ts) pool, each for itself; a test's own Backend (a pooler,
- * a dedicated server) never gets a pooled store, nor leaves one. The file's last pooled stores are
- * closed after its tests (file-end.ts), also when vitest runs several files in one worker.
+ * a dedicated server) never gets a pooled store, nor leaves one. A worker that runs file after file
+ * in one module graph hands a file's last pooled stores on to the next file.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -70,8 +70,15 @@ export interface World {
 /** Open, emptied stores that closed worlds of this file left, by backend (the run's own only), with their URLs. */
 const pool = new Map<Backend, { url: string; db: Db; unhold: () => void }>();
 
-// After each file: its pooled stores are closed (then backends.ts removes their folders).
+// The pooled stores outlive the file that left them when the worker runs file after file in one
+// module graph (vitest.config.ts: `isolate: false`): the next file's first world takes one instead of
+// starting a store (PGlite: ~0.45 s of CPU; ~40 files start one). They go with the worker, which
+// removes their folders when it exits (backends.ts). Isolated (RECON_TEST_ISOLATE=1), this module
+// is evaluated again for the next file: the file's pooled stores are closed after its tests (then
+// backends.ts removes their folders).
+const keepAcrossFiles = process.env.RECON_TEST_ISOLATE !== '1';
 atFileEnd(async () => {
+  if (keepAcrossFiles) return;
   const stores = [...pool.values()];
   pool.clear();
   await Promise.all(
