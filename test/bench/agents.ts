@@ -102,6 +102,21 @@ async function pacedLoop(
   );
 }
 
+const TOOLS = ['propose_action', 'execute_action', 'check_action'] as const;
+
+/** A tool's arguments for the bench's operation number `i` (its payment intent pi_ag_i). */
+function toolArgs(tool: string, i: number): Record<string, unknown> {
+  const id = `refund:ag_${i}`;
+  return tool === 'propose_action'
+    ? {
+        provider: 'stripe',
+        action: 'refund',
+        operation_id: id,
+        payload: { payment_intent: `pi_ag_${i}`, amount: AMOUNT, currency: 'usd' },
+      }
+    : { operation_id: id };
+}
+
 async function call(client: Client, name: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
   const r = await client.callTool({ name, arguments: args });
   if (r.isError) throw new Error(`${name} failed: ${JSON.stringify(r.content).slice(0, 500)}`);
@@ -183,21 +198,17 @@ export const agentsBench: Benchmark = {
       const notConfirmed: string[] = [];
       /** check_action calls that asked the provider (`checked: true`); the sandbox's refunds succeed at once, so execute_action confirms them and check_action has nothing to ask. */
       let asked = 0;
+      /** What a check_action answered: not confirmed is a failure of the run; `checked` counts in `asked`. */
+      const checkedOut = (tool: string, id: string, out: Record<string, unknown>) => {
+        if (tool !== 'check_action') return;
+        if (out.state !== 'confirmed') notConfirmed.push(`${id}: ${String(out.state)}`);
+        if (out.checked === true) asked++;
+      };
       await Promise.all(
         clients.map(async ({ client }, c) => {
           for (let r = 0; r < rounds; r++) {
             const i = c * rounds + r;
-            const id = `refund:ag_${i}`;
-            await timed(client, 'propose_action', {
-              provider: 'stripe',
-              action: 'refund',
-              operation_id: id,
-              payload: { payment_intent: `pi_ag_${i}`, amount: AMOUNT, currency: 'usd' },
-            });
-            await timed(client, 'execute_action', { operation_id: id });
-            const checked = await timed(client, 'check_action', { operation_id: id });
-            if (checked.state !== 'confirmed') notConfirmed.push(`${id}: ${String(checked.state)}`);
-            if (checked.checked === true) asked++;
+            for (const tool of TOOLS) checkedOut(tool, `refund:ag_${i}`, await timed(client, tool, toolArgs(tool, i)));
             if (++done === Math.min(100, ops)) rssAfterFirst = rssMb(pid);
           }
         }),
@@ -231,20 +242,10 @@ export const agentsBench: Benchmark = {
         await pacedLoop(paced * 3, async (c, k, since) => {
           const i = pacedBase + c * paced + Math.floor(k / 3);
           const id = `refund:ag_${i}`;
-          const tool = (['propose_action', 'execute_action', 'check_action'] as const)[k % 3];
-          const args =
-            tool === 'propose_action'
-              ? {
-                  provider: 'stripe',
-                  action: 'refund',
-                  operation_id: id,
-                  payload: { payment_intent: `pi_ag_${i}`, amount: AMOUNT, currency: 'usd' },
-                }
-              : { operation_id: id };
-          const out = await call(pacedClients[c].client, tool, args);
+          const tool = TOOLS[k % 3];
+          const out = await call(pacedClients[c].client, tool, toolArgs(tool, i));
           pacedTimes[tool].push(since());
-          if (tool === 'check_action' && out.state !== 'confirmed') notConfirmed.push(`${id}: ${String(out.state)}`);
-          if (tool === 'check_action' && out.checked === true) asked++;
+          checkedOut(tool, id, out);
         });
         await Promise.all(pacedClients.map(end));
       }
@@ -260,20 +261,10 @@ export const agentsBench: Benchmark = {
           for (let k = 0; k < solo; k++) {
             const i = base + k;
             const id = `refund:ag_${i}`;
-            const args =
-              tool === 'propose_action'
-                ? {
-                    provider: 'stripe',
-                    action: 'refund',
-                    operation_id: id,
-                    payload: { payment_intent: `pi_ag_${i}`, amount: AMOUNT, currency: 'usd' },
-                  }
-                : { operation_id: id };
             const t = performance.now();
-            const out = await call(s.client, tool, args);
+            const out = await call(s.client, tool, toolArgs(tool, i));
             soloTimes[tool].push(performance.now() - t);
-            if (tool === 'check_action' && out.state !== 'confirmed') notConfirmed.push(`${id}: ${String(out.state)}`);
-            if (tool === 'check_action' && out.checked === true) asked++;
+            checkedOut(tool, id, out);
           }
           const u1 = await usage();
           soloCost[tool] = { cpu: (u1.server - u0.server) / solo, queries: (u1.queries - u0.queries) / solo };
