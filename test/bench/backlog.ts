@@ -175,9 +175,9 @@ async function backlog(ctx: BenchContext, n: number, scan: boolean) {
 export const backlogBench: Benchmark = {
   name: 'backlog',
   async run(ctx: BenchContext): Promise<BenchRow[]> {
-    // The scan-off run makes a request per operation: at 25/s its size is kept to a fifth (a half in --quick).
+    // The scan-off run makes a request per operation: at 25/s its size is kept to a fifth (a quarter in --quick).
     const n: number = ctx.quick ? 400 : 10_000;
-    const nOff: number = ctx.quick ? 200 : 2_000;
+    const nOff: number = ctx.quick ? 100 : 2_000;
     const on = await backlog(ctx, n, true);
     const off = await backlog(ctx, nOff, false);
     const describe = (r: typeof on, size: number) =>
