@@ -445,3 +445,55 @@ describe('stripe sandbox: webhooks', () => {
     expect(() => sb.eventFor('refund.exploded', refund)).toThrow(/event type/);
   });
 });
+
+describe('stripe sandbox: GET /v1/events', () => {
+  it('lists the events it made, newest first, by type and created, page by page, with or without a webhook endpoint', async () => {
+    let clock = 1_800_000_000_000;
+    const sb = await sandbox({ now: () => clock });
+    const stripe = client(sb);
+    const { payment_intent } = sb.seedPaymentIntent({ amount: 50_000, currency: 'usd' });
+    const made: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      sb.faults.inject({ kind: 'initial_status', status: 'pending' });
+      const refund = await stripe.refunds.create({ payment_intent, amount: 100 }, { idempotencyKey: `ev${i}` });
+      made.push(refund.id);
+      clock += 1000;
+    }
+    const since = Math.floor(clock / 1000);
+    sb.setRefundStatus(made[1], 'succeeded');
+    sb.setRefundStatus(made[3], 'failed');
+    const all = sb.events();
+    // 5 created, 2 updated, 1 failed: kept though no webhook endpoint was set.
+    expect(all.map((e) => e.type)).toEqual([
+      ...Array<string>(5).fill('refund.created'),
+      'refund.updated',
+      'refund.updated',
+      'refund.failed',
+    ]);
+
+    const updates = await stripe.events.list({ types: ['refund.updated', 'refund.failed'], created: { gte: since } });
+    expect(updates.data.map((e) => [e.type, (e.data.object as Stripe.Refund).id])).toEqual([
+      ['refund.failed', made[3]],
+      ['refund.updated', made[3]],
+      ['refund.updated', made[1]],
+    ]);
+    expect((updates.data[1].data.object as Stripe.Refund).status).toBe('failed');
+    expect(updates.has_more).toBe(false);
+
+    // Two at a time, newest first, as the SDK pages with starting_after: every event once.
+    const paged = await stripe.events.list({ type: 'refund.*', limit: 2 }).autoPagingToArray({ limit: 100 });
+    expect(paged.map((e) => e.id)).toEqual([...all].reverse().map((e) => e.id));
+    const created = await stripe.events.list({ type: 'refund.created', created: { lt: since - 2 } });
+    expect(created.data.map((e) => (e.data.object as Stripe.Refund).id)).toEqual([made[2], made[1], made[0]]);
+    const newer = await stripe.events.list({ ending_before: all[0].id, limit: 3 });
+    expect(newer.data.map((e) => e.id)).toEqual([all[3].id, all[2].id, all[1].id]);
+    expect(newer.has_more).toBe(true);
+
+    const both = await caught(stripe.events.list({ type: 'refund.created', types: ['refund.updated'] }));
+    expect([both.statusCode, both.type, both.param]).toEqual([400, 'StripeInvalidRequestError', 'types']);
+    const missing = await caught(stripe.events.list({ starting_after: 'evt_missing' }));
+    expect([missing.statusCode, missing.code]).toEqual([404, 'resource_missing']);
+    // 1 + 4 pages of 2 + 4.
+    expect(sb.stats.byRoute['GET /v1/events']).toBe(9);
+  });
+});

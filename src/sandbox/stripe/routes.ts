@@ -1,13 +1,22 @@
 /**
  * The Stripe API routes of the sandbox: refunds (create, retrieve, list), payment intents and
- * charges (enough to seed and inspect), each answering with Stripe's objects and error envelope.
+ * charges (enough to seed and inspect), the events it made (list: events.ts), each answering with
+ * Stripe's objects and error envelope.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { runCreate, type CreateOutcome, type Fault, type SandboxFaults } from '../faults.js';
 import { fingerprint, type FormObject } from '../http.js';
 import type { IdempotencyStore } from '../idempotency.js';
+import { listEvents } from './events.js';
 import type { StripeLedger } from './ledger.js';
-import { missingResource, paramError, stripeError, type EndpointError, type Refund } from './types.js';
+import {
+  missingResource,
+  paramError,
+  stripeError,
+  type EndpointError,
+  type Refund,
+  type StripeEvent,
+} from './types.js';
 
 export interface StripeRouteContext {
   ledger: StripeLedger;
@@ -18,6 +27,8 @@ export interface StripeRouteContext {
   defaultRefundStatus: string;
   onListPage(): void;
   onRefundCreated(refund: Refund, requestId: string, idempotencyKey: string | undefined): void;
+  /** Every event the sandbox made, in the order made (`GET /v1/events`). */
+  events(): readonly StripeEvent[];
 }
 
 interface ApiRequest {
@@ -50,6 +61,16 @@ const ROUTES: Array<{ method: string; pattern: RegExp; name: string; handler: Ha
     handler: getPaymentIntent,
   },
   { method: 'GET', pattern: /^\/v1\/charges\/([^/]+)$/, name: 'GET /v1/charges/:id', handler: getCharge },
+  {
+    method: 'GET',
+    pattern: /^\/v1\/events$/,
+    name: 'GET /v1/events',
+    handler: (ctx, r) => {
+      const result = listEvents(ctx.events(), r.params);
+      if (isError(result)) return r.send(result.status, result.body);
+      r.send(200, { object: 'list', data: result.data, has_more: result.has_more, url: '/v1/events' });
+    },
+  },
 ];
 
 export function matchRoute(method: string, path: string): { name: string; handler: Handler; id?: string } | null {

@@ -72,7 +72,7 @@ export interface StripeSandbox {
   refunds(filter?: RefundFilter): Refund[];
   faults: FaultQueue;
   stats: SandboxStats;
-  /** Every event the sandbox emitted to `webhookUrl`, in order. */
+  /** Every event the sandbox made (`GET /v1/events` lists them; POSTed to `webhookUrl` when set), in order. */
   events(): StripeEvent[];
   /** Builds a Stripe-Signature header for a payload (for webhook tests). */
   signPayload(payload: string, timestamp?: number): string;
@@ -80,7 +80,7 @@ export interface StripeSandbox {
   eventFor(type: string, refund: Refund): StripeEvent;
   /** POSTs an event to a URL, signed; `times` > 1 delivers the same event id again (duplicate delivery). */
   deliverWebhook(url: string, event: StripeEvent, times?: number): Promise<number[]>;
-  /** e.g. pending → succeeded; emits refund.updated (and refund.failed) when webhookUrl is set. */
+  /** e.g. pending → succeeded; makes refund.updated (and refund.failed), POSTed when webhookUrl is set. */
   setRefundStatus(id: string, status: string): Refund;
   close(): Promise<void>;
 }
@@ -98,8 +98,9 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
   const deliveries = new Set<Promise<unknown>>();
 
   const emit = (event: StripeEvent) => {
-    if (!opts.webhookUrl) return;
+    // Listed by GET /v1/events whether or not a webhook endpoint is set, as Stripe keeps them.
     emitted.push(event);
+    if (!opts.webhookUrl) return;
     // Fire and forget, as Stripe does: a slow webhook endpoint never slows the API answer.
     const p = deliver(opts.webhookUrl, event, webhookSecret, nowSeconds).finally(() => deliveries.delete(p));
     deliveries.add(p);
@@ -115,6 +116,7 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
     onListPage: () => stats.listPages++,
     onRefundCreated: (refund, reqId, idempotencyKey) =>
       emit(buildEvent('refund.created', refund, nowSeconds(), { requestId: reqId, idempotencyKey })),
+    events: () => emitted,
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
