@@ -6,8 +6,8 @@
  * `starting_after` / `ending_before` (an event id). Each event is visible from the moment it is made.
  */
 import type { FormObject, FormValue } from '../http.js';
-import { inRange, parseCreated, positiveInt, str } from './params.js';
-import { missingResource, paramError, type EndpointError, type StripeEvent } from './types.js';
+import { inRange, listParams, str } from './params.js';
+import { isError, missingResource, paramError, type EndpointError, type StripeEvent } from './types.js';
 
 const EVENT_LIST_PARAMS = new Set(['created', 'ending_before', 'limit', 'starting_after', 'type', 'types']);
 
@@ -16,15 +16,9 @@ export function listEvents(
   events: readonly StripeEvent[],
   params: FormObject,
 ): { data: StripeEvent[]; has_more: boolean } | EndpointError {
-  for (const key of Object.keys(params)) {
-    if (!EVENT_LIST_PARAMS.has(key)) return paramError(`Received unknown parameter: ${key}`, key, 'parameter_unknown');
-  }
-  const limit = params.limit === undefined ? 10 : positiveInt(params.limit);
-  if (limit === null || limit > 100) {
-    return paramError('Invalid integer: limit must be between 1 and 100', 'limit', 'parameter_invalid_integer');
-  }
-  const range = parseCreated(params.created);
-  if (range === null) return paramError('Invalid created: use an integer or created[gt|gte|lt|lte]', 'created');
+  const common = listParams(params, EVENT_LIST_PARAMS);
+  if (isError(common)) return common;
+  const { limit, range, after, before } = common;
   if (params.type !== undefined && params.types !== undefined) {
     return paramError('You may only specify one of these parameters: type, types.', 'types');
   }
@@ -33,11 +27,6 @@ export function listEvents(
   const types = stringList(params.types);
   if (types === null || (types && types.length > 20)) {
     return paramError('Invalid array: types must be a list of at most 20 event types', 'types');
-  }
-  const after = str(params.starting_after);
-  const before = str(params.ending_before);
-  if (after && before) {
-    return paramError('You may only specify one of these parameters: ending_before, starting_after.', 'ending_before');
   }
   // Newest first: by `created`, then the later made first (several events share a second).
   const order = events.map((event, made) => ({ event, made }));

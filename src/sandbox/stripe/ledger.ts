@@ -3,8 +3,9 @@
  * for refundable amounts and list pagination (docs.stripe.com/api/refunds, /api/pagination).
  */
 import { randomId, type FormObject } from '../http.js';
-import { endpointError, inRange, money, parseCreated, parseMetadata, positiveInt, str } from './params.js';
+import { endpointError, inRange, listParams, money, parseMetadata, positiveInt, str } from './params.js';
 import {
+  isError,
   missingResource,
   paramError,
   type Charge,
@@ -314,23 +315,9 @@ export class StripeLedger {
 
   /** `GET /v1/refunds`: Stripe's cursor pagination over the visible refunds, newest first. */
   list(params: FormObject): { data: Refund[]; has_more: boolean } | EndpointError {
-    for (const key of Object.keys(params)) {
-      if (!LIST_PARAMS.has(key)) return paramError(`Received unknown parameter: ${key}`, key, 'parameter_unknown');
-    }
-    const limit = params.limit === undefined ? 10 : positiveInt(params.limit);
-    if (limit === null || limit > 100) {
-      return paramError('Invalid integer: limit must be between 1 and 100', 'limit', 'parameter_invalid_integer');
-    }
-    const range = parseCreated(params.created);
-    if (range === null) return paramError('Invalid created: use an integer or created[gt|gte|lt|lte]', 'created');
-    const after = str(params.starting_after);
-    const before = str(params.ending_before);
-    if (after && before) {
-      return paramError(
-        'You may only specify one of these parameters: ending_before, starting_after.',
-        'ending_before',
-      );
-    }
+    const common = listParams(params, LIST_PARAMS);
+    if (isError(common)) return common;
+    const { limit, range, after, before } = common;
     const piId = str(params.payment_intent);
     const chId = str(params.charge);
     if (piId && !this.paymentIntents.has(piId) && !this.acceptsUnknown(piId))

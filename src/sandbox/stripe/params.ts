@@ -2,8 +2,8 @@
  * Parameter parsing for the Stripe sandbox: how Stripe reads form-encoded values (everything
  * arrives as a string) and the error it gives for each bad one.
  */
-import type { FormValue } from '../http.js';
-import { stripeError, type EndpointError } from './types.js';
+import type { FormObject, FormValue } from '../http.js';
+import { paramError, stripeError, type EndpointError } from './types.js';
 import { dict } from '../../lib/dict.js';
 import { formatMajor } from '../../lib/money.js';
 
@@ -48,7 +48,7 @@ export interface CreatedRange {
   lte?: number;
 }
 
-export function parseCreated(v: FormValue | undefined): CreatedRange | null {
+function parseCreated(v: FormValue | undefined): CreatedRange | null {
   if (v === undefined) return {};
   const int = (x: FormValue | undefined) => (typeof x === 'string' && /^\d+$/.test(x) ? Number(x) : null);
   if (typeof v === 'string') {
@@ -73,4 +73,30 @@ export function inRange(created: number, r: CreatedRange): boolean {
     (r.lt === undefined || created < r.lt) &&
     (r.lte === undefined || created <= r.lte)
   );
+}
+
+/**
+ * The parameters every Stripe list endpoint shares, read as Stripe reads them: a parameter not in
+ * `allowed` is refused; `limit` 1–100 (10 by default); `created` an integer or `created[gt|gte|lt|lte]`;
+ * `starting_after` or `ending_before`, not both. The first error found is the answer.
+ */
+export function listParams(
+  params: FormObject,
+  allowed: ReadonlySet<string>,
+): { limit: number; range: CreatedRange; after?: string; before?: string } | EndpointError {
+  for (const key of Object.keys(params)) {
+    if (!allowed.has(key)) return paramError(`Received unknown parameter: ${key}`, key, 'parameter_unknown');
+  }
+  const limit = params.limit === undefined ? 10 : positiveInt(params.limit);
+  if (limit === null || limit > 100) {
+    return paramError('Invalid integer: limit must be between 1 and 100', 'limit', 'parameter_invalid_integer');
+  }
+  const range = parseCreated(params.created);
+  if (range === null) return paramError('Invalid created: use an integer or created[gt|gte|lt|lte]', 'created');
+  const after = str(params.starting_after);
+  const before = str(params.ending_before);
+  if (after && before) {
+    return paramError('You may only specify one of these parameters: ending_before, starting_after.', 'ending_before');
+  }
+  return { limit, range, after, before };
 }

@@ -10,6 +10,7 @@ import type { IdempotencyStore } from '../idempotency.js';
 import { listEvents } from './events.js';
 import type { StripeLedger } from './ledger.js';
 import {
+  isError,
   missingResource,
   paramError,
   stripeError,
@@ -254,10 +255,6 @@ function idempotent(
       return { status: result.status, body: result.body, headers, finish };
     }
   }
-}
-
-function isError(x: object): x is EndpointError {
-  return 'body' in x && typeof (x as EndpointError).body === 'object' && 'error' in ((x as EndpointError).body ?? {});
 }
 
 function sendError(r: ApiRequest, e: EndpointError): void {

@@ -94,6 +94,11 @@ export interface EndpointError {
   stored: boolean;
 }
 
+/** Whether an endpoint's result is Stripe's error for it rather than its value. */
+export function isError(x: object): x is EndpointError {
+  return 'body' in x && typeof (x as EndpointError).body === 'object' && 'error' in ((x as EndpointError).body ?? {});
+}
+
 export function paramError(message: string, param: string, code = 'parameter_invalid'): EndpointError {
   return { status: 400, body: stripeError('invalid_request_error', message, { code, param }), stored: false };
 }
