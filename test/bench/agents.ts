@@ -391,24 +391,15 @@ export const agentsBench: Benchmark = {
             note,
           };
         });
-      for (const [tool, bare] of [
-        ['propose_action', null],
-        ['execute_action', pacedCreate],
-        ['check_action', checkAsks ? pacedList : null],
-      ] as const)
-        rows.push(...latencyRows(tool, pacedTimes[tool], bare, 'paced'));
-      for (const [tool, bare] of [
-        ['propose_action', null],
-        ['execute_action', bareCreate],
-        ['check_action', checkAsks ? bareList : null],
-      ] as const)
-        rows.push(...latencyRows(tool, times[tool], bare, 'closed'));
-      for (const [tool, bare] of [
-        ['propose_action', null],
-        ['execute_action', soloCreate],
-        ['check_action', checkAsks ? soloList : null],
-      ] as const) {
-        rows.push(...latencyRows(tool, soloTimes[tool], bare, 'solo'), {
+      /** The bare call a tool makes: refunds.create for execute, refunds.list for check when it asked, else none. */
+      const bareOf = (tool: string, create: number[], list: number[]) =>
+        tool === 'execute_action' ? create : tool === 'check_action' && checkAsks ? list : null;
+      for (const tool of TOOLS)
+        rows.push(...latencyRows(tool, pacedTimes[tool], bareOf(tool, pacedCreate, pacedList), 'paced'));
+      for (const tool of TOOLS)
+        rows.push(...latencyRows(tool, times[tool], bareOf(tool, bareCreate, bareList), 'closed'));
+      for (const tool of TOOLS) {
+        rows.push(...latencyRows(tool, soloTimes[tool], bareOf(tool, soloCreate, soloList), 'solo'), {
           bench: 'agents',
           name: `mcp --http ${tool}: server CPU per call (${round(soloCost[tool].queries, 1)} statements to PostgreSQL per call)`,
           value: round(soloCost[tool].cpu, 2),
