@@ -120,24 +120,109 @@ describe('the ledger scan, against hostile ledgers', () => {
     expect(answer.matches).toHaveLength(2);
   });
 
-  it(`follows a refund's status change once the scan is ${MAX_AGE_MS / 1000} s old: pending, then succeeded`, async () => {
-    // Refunds already listed are not listed again by the head refresh: only a scan started again sees
-    // their new status, as the operation's own lookup does.
-    const queries = backlog(MIN_OPS, { status: 'pending' });
+  const events = () => sandbox.stats.byRoute['GET /v1/events'] ?? 0;
+
+  it("a refund that fails after it was listed: the next batch reads its event, and the operation's own lookup says failed", async () => {
+    // A refund listed as succeeded is not listed again past the uncertainty window: without its
+    // status change the scan would confirm an operation whose refund has failed. Refunds made 100 s
+    // ago, an uncertainty window of 1 s: a refresh does not list them again.
+    const queries = backlog(MIN_OPS, { createdS: nowS() - 100 });
     let t = 0;
-    const scan = ledgerScan(createClient(config), () => t);
+    const scan = ledgerScan(createClient(config), { clock: () => t, indexingMs: 1000 });
     // Allowed to list the whole ledger of this file: it holds the refunds of the tests before.
     await scan.prepare(queries, 100_000);
     const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date());
-    expect(scan.answer(queries[0], plan)?.result).toBe('pending');
+    expect(scan.answer(queries[0], plan)?.matches.map((m) => m.state)).toEqual(['confirmed']);
 
     const [refund] = sandbox.refunds({ metadataOperationId: queries[0].operation_id! });
-    sandbox.setRefundStatus(refund.id, 'succeeded');
-    t = MAX_AGE_MS + 1;
+    sandbox.setRefundStatus(refund.id, 'failed');
+    const before = events();
+    t = 1000;
     await scan.prepare(queries, 100_000);
-    const answer = scan.answer(queries[0], plan);
-    expect(answer?.result).toBe('found');
-    expect(answer?.matches.map((m) => m.state)).toEqual(['confirmed']);
+    expect(events() - before).toBe(1);
+    // No answer from the scan for it: its own lookup reads the refund as it is now.
+    expect(scan.answer(queries[0], plan)).toBeNull();
+    const own = await (await createProvider('stripe', loaded)).lookup(queries[0]);
+    expect(own.matches.map((m) => m.state)).toEqual(['failed']);
+    // The others, unchanged, are still answered from the scan.
+    const other = planLookup(queries[1], config.capabilities.keyRetentionMs, new Date());
+    expect(scan.answer(queries[1], other)?.matches.map((m) => m.state)).toEqual(['confirmed']);
+  });
+
+  it('a pending refund that succeeds, named only by its event: the operation is not answered from the scan', async () => {
+    const queries = backlog(MIN_OPS, { status: 'pending', createdS: nowS() - 100 });
+    let t = 0;
+    const scan = ledgerScan(createClient(config), { clock: () => t, indexingMs: 1000 });
+    await scan.prepare(queries, 100_000);
+    const plan = planLookup(queries[5], config.capabilities.keyRetentionMs, new Date());
+    expect(scan.answer(queries[5], plan)?.result).toBe('pending');
+    const [refund] = sandbox.refunds({ metadataOperationId: queries[5].operation_id! });
+    sandbox.setRefundStatus(refund.id, 'succeeded');
+    t = 1000;
+    await scan.prepare(queries, 100_000);
+    expect(scan.answer(queries[5], plan)).toBeNull();
+  });
+
+  it(`outlives ${MAX_AGE_MS / 1000} s when it follows status changes: answers from one walk, a status change ${(5 * MAX_AGE_MS) / 1000} s on included`, async () => {
+    const queries = backlog(MIN_OPS);
+    let t = 0;
+    // An uncertainty window of 1 s: a refresh lists again what was created in the second before the last.
+    const scan = ledgerScan(createClient(config), { clock: () => t, indexingMs: 1000 });
+    await scan.prepare(queries, 100_000);
+    const lists = () => sandbox.stats.byRoute['GET /v1/refunds'] ?? 0;
+    const walked = lists();
+    // A batch every 20 s for 150 s: each brings the listing up to date (the window's pages and the
+    // events), none walks the ledger again.
+    for (t = 20_000; t <= 5 * MAX_AGE_MS; t += 20_000) {
+      await scan.prepare(queries, 100_000);
+      const plan = planLookup(queries[2], config.capabilities.keyRetentionMs, new Date());
+      expect(scan.answer(queries[2], plan)?.result).toBe('found');
+    }
+    const [refund] = sandbox.refunds({ metadataOperationId: queries[2].operation_id! });
+    sandbox.setRefundStatus(refund.id, 'failed');
+    await scan.prepare(queries, 100_000);
+    const plan = planLookup(queries[2], config.capabilities.keyRetentionMs, new Date());
+    expect(scan.answer(queries[2], plan)).toBeNull();
+    // No answer from a listing not brought up to date for MAX_AGE_MS.
+    const p3 = planLookup(queries[3], config.capabilities.keyRetentionMs, new Date());
+    expect(scan.answer(queries[3], p3)?.result).toBe('found');
+    t += MAX_AGE_MS + 1;
+    expect(scan.answer(queries[3], p3)).toBeNull();
+    // Eight refreshes, each the page of the last second's refunds (the walk is never made again:
+    // it took more pages than this whole loop).
+    expect(walked).toBeGreaterThan(16);
+    expect(lists() - walked).toBeLessThanOrEqual(16);
+  });
+
+  it(`with a key that may not list events (403): follows a status change only once the scan is ${MAX_AGE_MS / 1000} s old, as before`, async () => {
+    sandbox.forbidden.add('GET /v1/events');
+    try {
+      const queries = backlog(MIN_OPS, { status: 'pending', createdS: nowS() - 100 });
+      let t = 0;
+      const scan = ledgerScan(createClient(config), { clock: () => t, indexingMs: 1000 });
+      await scan.prepare(queries, 100_000);
+      const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date());
+      expect(scan.answer(queries[0], plan)?.result).toBe('pending');
+      const [refund] = sandbox.refunds({ metadataOperationId: queries[0].operation_id! });
+      sandbox.setRefundStatus(refund.id, 'succeeded');
+      const refused = sandbox.stats.status[403] ?? 0;
+      t = 1000;
+      await scan.prepare(queries, 100_000);
+      // Asked once, refused: the listing cannot follow the change (the window's refresh does not list it again).
+      expect((sandbox.stats.status[403] ?? 0) - refused).toBe(1);
+      expect(scan.answer(queries[0], plan)?.result).toBe('pending');
+      // Past MAX_AGE_MS from its start: no answer, and the next batch starts the scan again.
+      t = MAX_AGE_MS + 1;
+      expect(scan.answer(queries[0], plan)).toBeNull();
+      await scan.prepare(queries, 100_000);
+      const answer = scan.answer(queries[0], plan);
+      expect(answer?.result).toBe('found');
+      expect(answer?.matches.map((m) => m.state)).toEqual(['confirmed']);
+      // Not asked again.
+      expect((sandbox.stats.status[403] ?? 0) - refused).toBe(1);
+    } finally {
+      sandbox.forbidden.delete('GET /v1/events');
+    }
   });
 
   // A refund committed before the newest one listed but visible to lists only after it (delayed
@@ -146,7 +231,7 @@ describe('the ledger scan, against hostile ledgers', () => {
   it(`a duplicate indexed late is in the answer once the scan is ${MAX_AGE_MS / 1000} s old, as its own lookup finds it`, async () => {
     const queries = backlog(MIN_OPS);
     let t = 0;
-    const scan = ledgerScan(createClient(config), () => t);
+    const scan = ledgerScan(createClient(config), { clock: () => t });
     await scan.prepare(queries, 100_000);
     const q = queries[3];
     const plan = planLookup(q, config.capabilities.keyRetentionMs, new Date());
@@ -168,10 +253,10 @@ describe('the ledger scan, against hostile ledgers', () => {
     expect(sandbox.refunds({ metadataOperationId: q.operation_id! })).toHaveLength(2);
     const own = await (await createProvider('stripe', loaded)).lookup(q);
     expect(own.matches).toHaveLength(2);
-    t = MAX_AGE_MS + 1;
-    // No answer from the old scan, whatever it holds ...
+    t = 1000 + MAX_AGE_MS + 1;
+    // No answer from a listing brought up to date more than MAX_AGE_MS before, whatever it holds ...
     expect(scan.answer(q, plan)).toBeNull();
-    // ... and the next batch's scan, started again, holds both.
+    // ... and the next batch's refresh, which lists the uncertainty window again, holds both.
     await scan.prepare(queries, 100_000);
     expect(ids(scan.answer(q, plan)!)).toEqual(ids(own));
   });
@@ -187,7 +272,7 @@ describe('the ledger scan, against hostile ledgers', () => {
     try {
       const lists = () => sandbox.stats.byRoute['GET /v1/refunds'] ?? 0;
       // An uncertainty window of 1 s: each refresh lists again what was created in the second before.
-      const scan = ledgerScan(createClient(config), () => 0, 200, 1000);
+      const scan = ledgerScan(createClient(config), { clock: () => 0, pagesPerBatch: 200, indexingMs: 1000 });
       await scan.prepare(queries, 100_000);
       const perRefresh: number[] = [];
       for (let batch = 0; batch < 3; batch++) {
@@ -195,10 +280,10 @@ describe('the ledger scan, against hostile ledgers', () => {
         await scan.prepare(queries, 100_000);
         perRefresh.push(lists() - before);
       }
-      // The first refresh knows only the newest refund's time (an hour ago, shared by 500 others): it
-      // lists them again. The later ones start from the one before, an hour later: one page, empty.
-      expect(perRefresh[0]).toBeGreaterThan(5);
-      expect(perRefresh.slice(1)).toEqual([1, 1]);
+      // The first refresh starts from when the walk's first page was read (its answer's Date less the
+      // time the request took), not from the newest refund's time (an hour ago, shared by 500 others,
+      // which it listed again before): one page, empty, as the later ones.
+      expect(perRefresh).toEqual([1, 1, 1]);
       const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date(sandboxNow()));
       expect(scan.answer(queries[0], plan)?.result).toBe('found');
     } finally {

@@ -181,6 +181,17 @@ describe('stripe sandbox: refunds and idempotency', () => {
     expect(err.requestId).toMatch(/^req_/);
   });
 
+  it('answers 403 for a route the key may not call (a restricted key), as StripePermissionError, and serves the rest', async () => {
+    const sb = await sandbox({ forbid: ['GET /v1/events'] });
+    const stripe = client(sb);
+    const err = await caught(stripe.events.list({ types: ['refund.updated'] }));
+    expect(err).toBeInstanceOf(Stripe.errors.StripePermissionError);
+    expect(err.statusCode).toBe(403);
+    expect((await stripe.refunds.list()).data).toEqual([]);
+    sb.forbidden.delete('GET /v1/events');
+    expect((await stripe.events.list()).data).toEqual([]);
+  });
+
   it('forgets keys after 24h: the same key then creates a new refund', async () => {
     let t = Date.UTC(2026, 0, 1);
     const sb = await sandbox({ now: () => t });

@@ -11,7 +11,7 @@ import { classifyRefund, classifySubmitError, describeError, refundToTxn, refuse
 import { createClient, type ClientDeps } from './client.js';
 import { listRefunds, lookupRefunds, planLookup } from './ledger.js';
 import { refundParams } from './payload.js';
-import { ledgerScan } from './scan.js';
+import { ledgerScan, pagesPerBatchFor } from './scan.js';
 
 /** Event types whose `data.object` is a refund (`charge.refund.updated` included: its object is a refund too). */
 const REFUND_EVENT_TYPES = ['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated'];
@@ -25,7 +25,10 @@ export function createStripeProvider(config: StripeProviderConfig, deps: StripeP
   const now = deps.now ?? (() => new Date());
   const where = `providers.${config.name}`;
   // `recon run`'s batches are looked up from one listing of the ledger where that is cheaper (scan.ts).
-  const scan = ledgerScan(client, undefined, undefined, config.capabilities.uncertaintyWindowMs);
+  const scan = ledgerScan(client, {
+    indexingMs: config.capabilities.uncertaintyWindowMs,
+    pagesPerBatch: pagesPerBatchFor(config.capabilities),
+  });
 
   return {
     name: config.name,

@@ -29,11 +29,19 @@
  *   window is how late a lookup may see a write) is in the next answer, as in a lookup made then.
  *   These pages are listed without the payment intents (the refunds in them were mostly listed
  *   before, and keep the bound of that listing; a refund of a payment never seen expanded has none).
- *   A scan older than `MAX_AGE_MS` is started again, and no answer is given from it (a status
- *   change of a refund older than the re-listed span is not followed otherwise).
+ *   A refund listed once is not listed again past that span, so its status changes (pending →
+ *   succeeded or failed, succeeded → failed) are followed through Stripe's events: each refresh also
+ *   lists the `refund.updated` and `refund.failed` events created since the same uncertainty window
+ *   before the last such listing began (before the scan's first page, at first), and an operation
+ *   with a refund named by one, or named by one's metadata, is no longer answered from the scan: its
+ *   own lookup reads the status (status changes are rare; an event's snapshot is not applied, since
+ *   its order against a page read in the same second is unknown). A key that may not list events (a
+ *   restricted key: 403, or a Stripe-compatible server without them: 404) cannot follow them: its
+ *   scan is started again once older than `MAX_AGE_MS`, and no answer is given from it past that age.
+ *   No answer is given from a listing brought up to date more than `MAX_AGE_MS` before.
  *   What an answer can miss, and a lookup made at the same moment could not: a refund that became
- *   visible between the batch's refresh and its decision (seconds); the next pass sees it, as the
- *   next lookup would.
+ *   visible, or changed, between the batch's refresh and its decision (seconds); the next pass sees
+ *   it, as the next lookup would.
  *
  * Only refunds carrying recon metadata are kept, and converted (memory is bounded by recon's own
  * refunds in the window; one listed again unchanged is not converted again). Look-alikes without metadata are listed by an operation's own lookup only: an answer from
@@ -47,6 +55,7 @@ import type { LookupQuery, LookupResult, ProviderTxn } from '../../types.js';
 import { dateOf, idOf, refundToTxn } from './classify.js';
 import type { StripeClient } from './client.js';
 import { refundPage, type LookupPlan } from './ledger.js';
+import { StripeSdk } from './sdk.js';
 import { lookupResultOf } from '../../core/found/lookup-result.js';
 
 /**
@@ -57,14 +66,34 @@ import { lookupResultOf } from '../../core/found/lookup-result.js';
 const SKEW_S = 300;
 /** Fewer operations than this in a batch: their own lookups cost less than any scan. */
 export const MIN_OPS = 16;
-/** A scan is started again after this long: status changes of refunds older than the re-listed span are not followed. */
+/**
+ * No answer from a listing brought up to date longer ago than this; where events cannot be listed, a
+ * scan is started again after this long (status changes of refunds older than the re-listed span
+ * are not followed otherwise).
+ */
 export const MAX_AGE_MS = 30_000;
 /**
- * Pages listed before one batch is looked up: the batch is claimed under its lease meanwhile (2
- * minutes by default), and 200 pages take 8 s at Stripe's test-mode 25 reads/s. A ledger longer than
- * that is walked on over the next batches, whose operations it covers by then.
+ * The status changes of a refund: each one's event makes its operation's own lookup answer
+ * (`charge.refund.updated` is what accounts on API versions before refund.updated receive).
+ */
+const STATUS_EVENTS = ['refund.updated', 'refund.failed', 'charge.refund.updated'];
+/**
+ * Pages listed before one batch is looked up, when the rate limit and lease are not known: 200 pages
+ * take 8 s at Stripe's test-mode 25 reads/s. A ledger longer than that is walked on over the next
+ * batches, whose operations it covers by then.
  */
 const PAGES_PER_BATCH = 200;
+
+/**
+ * Pages listed before one batch is looked up, for a provider's rate limit and lease: the batch is
+ * claimed under its lease meanwhile, and `recon run` sizes its batches so that this one and the next,
+ * looked up one by one at the rate limit, take at most half the lease (run.ts batchSize); the walk
+ * may take a quarter (25/s and 2 minutes: 750 pages, 30 s), so that a ledger of that length is
+ * listed for the first batch rather than over several, whose first ones it would not cover yet.
+ */
+export function pagesPerBatchFor(c: { rateLimit: number; leaseMs: number }): number {
+  return Math.max(1, Math.floor((c.rateLimit * c.leaseMs) / 1000 / 4));
+}
 /** Each refund with its payment intent as an object: its `created` is where the refunds of it can begin. */
 const EXPAND = ['data.payment_intent'];
 
@@ -100,6 +129,21 @@ interface Scan {
   paidAt: Map<string, number>;
   /** Operations announced by a `prepare` and listed for since: the only ones answered. */
   announced: Set<string>;
+  /**
+   * Status changes are followed through events (false: the key may not list them, and the scan is
+   * started again at `MAX_AGE_MS`).
+   */
+  follows: boolean;
+  /**
+   * Stripe's clock (seconds) from which events are still to be listed: none created before it can
+   * be missing from the listings made so far. null: nothing received yet (set by the first page).
+   */
+  eventsFrom: number | null;
+  /** Event pages listed. */
+  eventPages: number;
+  /** Refunds, and operations (from a refund's metadata), named by a status change event since the scan began. */
+  changed: Set<string>;
+  changedOperations: Set<string>;
 }
 
 export interface LedgerScan {
@@ -112,17 +156,24 @@ export interface LedgerScan {
 /** How far back (Stripe seconds) the walk looks for an operation whose refunds it has not listed yet. */
 const recordedReach = (q: LookupQuery) => Math.floor(q.recorded_at!.getTime() / 1000) - SKEW_S;
 
-/**
- * `indexingMs`: how long a committed refund may stay invisible to lists (the provider's uncertainty
- * window); each refresh lists that span again.
- */
-export function ledgerScan(
-  client: StripeClient,
-  clock: () => number = () => performance.now(),
-  pagesPerBatch = PAGES_PER_BATCH,
-  indexingMs = 10 * 60_000,
-): LedgerScan {
-  const indexingS = Math.ceil(indexingMs / 1000);
+export interface LedgerScanOptions {
+  /** Milliseconds, monotonic (tests move it). */
+  clock?: () => number;
+  /** Pages the walk back may list before one batch. */
+  pagesPerBatch?: number;
+  /**
+   * How long a committed refund (or event) may stay invisible to lists: the provider's uncertainty
+   * window; each refresh lists that span again. Default 10 minutes.
+   */
+  indexingMs?: number;
+}
+
+export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): LedgerScan {
+  const clock = opts.clock ?? (() => performance.now());
+  const pagesPerBatch = opts.pagesPerBatch ?? PAGES_PER_BATCH;
+  const indexingS = Math.ceil((opts.indexingMs ?? 10 * 60_000) / 1000);
+  /** false once the key was refused the events (403) or the server has none (404): not asked again. */
+  let eventsReadable = true;
   let scan: Scan | null = null;
   /**
    * Pages the walks back may still list, in all (scans started again included): a quarter of the
@@ -177,12 +228,20 @@ export function ledgerScan(
 
   /** The newest `Date` of a page's response (Stripe's clock, seconds), null before the first. */
   let lastDate: number | null = null;
+  /**
+   * A page, and Stripe's clock (seconds) no later than it was read: it was read after the request
+   * was sent and before its answer's `Date` (truncated to the second), so no earlier than that
+   * `Date` less the time the request took here. null: no `Date`.
+   */
   const list = async (params: Stripe.RefundListParams, expand = true) => {
+    const sent = performance.now();
     const page = await refundPage(client, expand ? { ...params, expand: EXPAND } : params);
+    const tookS = Math.ceil((performance.now() - sent) / 1000);
     if (scan) scan.pages++;
     const date = dateOf(page.lastResponse?.headers);
-    if (date) lastDate = Math.max(lastDate ?? -Infinity, Math.floor(date.getTime() / 1000));
-    return page;
+    const dateS = date ? Math.floor(date.getTime() / 1000) : null;
+    if (dateS !== null) lastDate = Math.max(lastDate ?? -Infinity, dateS);
+    return { page, readFrom: dateS === null ? null : dateS - tookS };
   };
 
   const newHead = (s: Scan, refund: Stripe.Refund | undefined) => {
@@ -192,7 +251,11 @@ export function ledgerScan(
 
   /** One more page back in time. */
   const walkBack = async (s: Scan) => {
-    const page = await list(s.tail ? { starting_after: s.tail } : {});
+    const { page, readFrom } = await list(s.tail ? { starting_after: s.tail } : {});
+    // The first page of a scan begun before any answer was received: when it was read bounds both
+    // what the next refresh lists again and the events it lists.
+    if (s.listedSince === null) s.listedSince = readFrom;
+    if (s.eventsFrom === null && readFrom !== null) s.eventsFrom = readFrom - indexingS;
     keep(s, page.data);
     if (s.tail === null) newHead(s, page.data[0]);
     const last = page.data[page.data.length - 1];
@@ -209,10 +272,14 @@ export function ledgerScan(
    * bound alone is enough; the later one lists less: when the window's refunds were created long
    * before the pass, a refresh no longer lists all of them again.
    */
-  const refresh = async (s: Scan) => {
+  const refresh = async (s: Scan): Promise<boolean> => {
     const began = clock();
     // Received before this refresh asks for its first page: no later than that page is read.
     const mark = lastDate;
+    // The events first: a scan that cannot follow them, and is too old to answer without, is not
+    // brought up to date (the next one starts again).
+    if (s.follows) await followEvents(s);
+    if (!s.follows && began - s.startedAt > MAX_AGE_MS) return false;
     if (s.head === null) {
       // Nothing listed yet (an empty ledger): the walk back from now is the refresh.
       s.tail = null;
@@ -226,7 +293,7 @@ export function ledgerScan(
         // Without the payment intents (a third of a page's bytes): the refunds listed again keep the
         // bound of their first listing, and a new refund of a payment never seen expanded has none
         // (answered only by a scan of the whole ledger, else by its own lookup).
-        const page = await list({ created, ...(after ? { starting_after: after } : {}) }, false);
+        const { page } = await list({ created, ...(after ? { starting_after: after } : {}) }, false);
         keep(s, page.data);
         if (after === undefined) newHead(s, page.data[0]);
         const last = page.data[page.data.length - 1];
@@ -236,6 +303,53 @@ export function ledgerScan(
     }
     s.refreshedAt = began;
     s.listedSince = mark;
+    return true;
+  };
+
+  /**
+   * The status change events created since `eventsFrom`: each names a refund (and, in its metadata,
+   * an operation) that is no longer answered from the scan. An event not listed now was not visible
+   * when this listing's first page was read (at `mark` or later), so it was created at most the
+   * uncertainty window before: the next listing begins there.
+   */
+  const followEvents = async (s: Scan) => {
+    const mark = lastDate;
+    const created = s.eventsFrom === null ? undefined : { gte: s.eventsFrom };
+    let after: string | undefined;
+    for (;;) {
+      let page: Stripe.Response<Stripe.ApiList<Stripe.Event>>;
+      try {
+        page = await client.call(
+          () =>
+            client.stripe.events.list({
+              types: STATUS_EVENTS,
+              limit: 100,
+              ...(created ? { created } : {}),
+              ...(after ? { starting_after: after } : {}),
+            }),
+          'read',
+        );
+      } catch (err) {
+        if (!cannotListEvents(err)) throw err;
+        // A restricted key, or a server without events: what was listed cannot be followed.
+        eventsReadable = false;
+        s.follows = false;
+        return;
+      }
+      s.eventPages++;
+      const date = dateOf(page.lastResponse?.headers);
+      if (date) lastDate = Math.max(lastDate ?? -Infinity, Math.floor(date.getTime() / 1000));
+      for (const event of page.data) {
+        const refund = event.data.object as Partial<Stripe.Refund>;
+        if (typeof refund.id === 'string') s.changed.add(refund.id);
+        const operationId = refund.metadata?.['recon_operation_id'];
+        if (typeof operationId === 'string') s.changedOperations.add(operationId);
+      }
+      const last = page.data[page.data.length - 1];
+      if (!page.has_more || !last) break;
+      after = last.id;
+    }
+    if (mark !== null) s.eventsFrom = Math.max(s.eventsFrom ?? -Infinity, mark - indexingS);
   };
 
   /** How far back the batch needs the listing: its operations' payments where found, else where they were recorded. */
@@ -251,14 +365,12 @@ export function ledgerScan(
   const prepareNow = async (queries: LookupQuery[], backlog: number) => {
     const eligible = queries.filter((q) => q.operation_id && q.recorded_at);
     const now = clock();
-    if (scan !== null && now - scan.startedAt > MAX_AGE_MS) scan = null;
+    if (scan !== null && !scan.follows && now - scan.startedAt > MAX_AGE_MS) scan = null;
+    // One made for an earlier batch answers these operations too, once brought up to date.
+    if (scan !== null && !(await refresh(scan))) scan = null;
     if (eligible.length < MIN_OPS) {
-      // Too few to start a scan for, but one made for an earlier batch still answers what it covers,
-      // once brought up to date for these operations.
-      if (scan !== null) {
-        await refresh(scan);
-        for (const q of eligible) scan.announced.add(q.operation_id!);
-      }
+      // Too few to start a scan for: answered from the earlier one only, for what it covers.
+      if (scan !== null) for (const q of eligible) scan.announced.add(q.operation_id!);
       return;
     }
     if (scan === null) {
@@ -276,9 +388,14 @@ export function ledgerScan(
         byOperation: new Map(),
         paidAt: new Map(),
         announced: new Set(),
+        follows: eventsReadable,
+        // Events created before the walk's first page changed what it lists; those within the
+        // uncertainty window before it may not show in it yet.
+        eventsFrom: lastDate === null ? null : lastDate - indexingS,
+        eventPages: 0,
+        changed: new Set(),
+        changedOperations: new Set(),
       };
-    } else {
-      await refresh(scan);
     }
     const s = scan;
     budget ??= Math.ceil(Math.max(backlog, eligible.length) / 4);
@@ -303,11 +420,17 @@ export function ledgerScan(
     answer(query, plan) {
       const s = scan;
       if (!s || !query.operation_id || s.head === null || !s.announced.has(query.operation_id)) return null;
-      // Older than MAX_AGE_MS since it began: a status may have changed since, and the next batch starts it again.
-      if (clock() - s.startedAt > MAX_AGE_MS) return null;
+      const now = clock();
+      // Not brought up to date for MAX_AGE_MS; or, not following status changes, begun longer ago
+      // (the next batch starts it again).
+      if (now - s.refreshedAt > MAX_AGE_MS || (!s.follows && now - s.startedAt > MAX_AGE_MS)) return null;
+      // A status changed since the scan began: the operation's own lookup reads it.
+      const mine = [...(s.byOperation.get(query.operation_id)?.values() ?? [])];
+      if (s.changedOperations.has(query.operation_id) || mine.some((x) => s.changed.has(x.txn.provider_id)))
+        return null;
       const scope = plan.params;
       const since = typeof scope.created === 'object' ? scope.created.gte : undefined;
-      const found = [...(s.byOperation.get(query.operation_id)?.values() ?? [])].filter(
+      const found = mine.filter(
         (x) =>
           (!scope.payment_intent || x.paymentIntent === scope.payment_intent) &&
           (!scope.charge || x.charge === scope.charge) &&
@@ -324,9 +447,15 @@ export function ledgerScan(
         source: 'ledger_scan',
         note:
           `${plan.note}; answered from recon run's ledger scan (${s.complete ? 'every refund of the account' : `every refund created after ${new Date(s.tailCreated * 1000).toISOString()}`}, ` +
-          `${s.pages} pages, brought up to date ${Math.max(0, Math.round(clock() - s.refreshedAt))} ms before; ` +
+          `${s.pages} pages, brought up to date ${Math.max(0, Math.round(now - s.refreshedAt))} ms before` +
+          `${s.follows ? `, status changes followed through ${s.eventPages} pages of events` : ''}; ` +
           `look-alikes without recon metadata are listed by recon lookup ID)`,
       };
     },
   };
+}
+
+/** 403 (a restricted key without the events permission) or 404 (a Stripe-compatible server without events). */
+function cannotListEvents(err: unknown): boolean {
+  return err instanceof StripeSdk.errors.StripeError && (err.statusCode === 403 || err.statusCode === 404);
 }

@@ -53,6 +53,11 @@ export interface StripeSandboxOptions {
   /** A refund of an unknown `pi_…` creates it, as stripe-mock accepts any id (see StripeLedger). Default false. */
   acceptAnyPaymentIntent?: boolean;
   /**
+   * Routes (as named in `stats.byRoute`, e.g. 'GET /v1/events') the key may not call: answered 403
+   * with Stripe's permission error, as for a restricted key without that permission. Default none.
+   */
+  forbid?: string[];
+  /**
    * Called as each API request arrives, before latency and the rate limit (the bench times arrivals),
    * with its `Idempotency-Key` if it has one (the demo counts one operation's requests among others').
    */
@@ -71,6 +76,8 @@ export interface StripeSandbox {
   /** The ledger: every refund the "provider" holds, hidden ones included, oldest first. Tests count this. */
   refunds(filter?: RefundFilter): Refund[];
   faults: FaultQueue;
+  /** The routes answered 403 (`forbid`); tests add and remove routes while it runs. */
+  forbidden: Set<string>;
   stats: SandboxStats;
   /** Every event the sandbox made (`GET /v1/events` lists them; POSTed to `webhookUrl` when set), in order. */
   events(): StripeEvent[];
@@ -95,6 +102,7 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
   const stats = newStats();
   const bucket = opts.rateLimit ? new TokenBucket(opts.rateLimit) : null;
   const emitted: StripeEvent[] = [];
+  const forbidden = new Set(opts.forbid ?? []);
   const deliveries = new Set<Promise<unknown>>();
 
   const emit = (event: StripeEvent) => {
@@ -159,6 +167,15 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
     }
     const wait = bucket?.take() ?? 0;
     if (wait > 0) return send(429, faultBody(429), { 'Retry-After': String(wait) });
+    if (route && forbidden.has(route.name)) {
+      return send(
+        403,
+        stripeError(
+          'invalid_request_error',
+          `The provided key '${presented.slice(0, 8)}…' does not have the required permissions for this endpoint on account 'acct_sandbox'.`,
+        ),
+      );
+    }
     if (!route) {
       return send(
         404,
@@ -197,6 +214,7 @@ export async function startStripeSandbox(opts: StripeSandboxOptions = {}): Promi
     seedRefund: (r) => ledger.seedRefund(r),
     refunds: (filter) => ledger.refunds(filter),
     faults,
+    forbidden,
     stats,
     events: () => [...emitted],
     signPayload: (payload, timestamp) => signPayload(payload, webhookSecret, timestamp ?? nowSeconds()),
