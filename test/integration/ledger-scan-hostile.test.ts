@@ -122,22 +122,30 @@ describe('the ledger scan, against hostile ledgers', () => {
 
   const events = () => sandbox.stats.byRoute['GET /v1/events'] ?? 0;
 
-  it("a refund that fails after it was listed: the next batch reads its event, and the operation's own lookup says failed", async () => {
-    // A refund listed as succeeded is not listed again past the uncertainty window: without its
-    // status change the scan would confirm an operation whose refund has failed. Refunds made 100 s
-    // ago, an uncertainty window of 1 s: a refresh does not list them again.
-    const queries = backlog(MIN_OPS, { createdS: nowS() - 100 });
-    let t = 0;
-    const scan = ledgerScan(createClient(config), { clock: () => t, indexingMs: 1000 });
-    // Allowed to list the whole ledger of this file: it holds the refunds of the tests before.
+  /**
+   * MIN_OPS operations whose refunds (`status`, made 100 s ago) a scan with an uncertainty window of
+   * 1 s has listed (allowed to list the whole ledger of this file); what it answered for operation
+   * `i`; then that operation's refund changes to `to`, and the scan's clock moves 1 s on. A refresh
+   * does not list those refunds again: only their events say what changed.
+   */
+  async function listedThenChanged(i: number, status: string, to: string) {
+    const queries = backlog(MIN_OPS, { status, createdS: nowS() - 100 });
+    const clock = { t: 0 };
+    const scan = ledgerScan(createClient(config), { clock: () => clock.t, indexingMs: 1000 });
     await scan.prepare(queries, 100_000);
-    const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date());
-    expect(scan.answer(queries[0], plan)?.matches.map((m) => m.state)).toEqual(['confirmed']);
+    const plan = planLookup(queries[i], config.capabilities.keyRetentionMs, new Date());
+    const first = scan.answer(queries[i], plan);
+    const [refund] = sandbox.refunds({ metadataOperationId: queries[i].operation_id! });
+    sandbox.setRefundStatus(refund.id, to);
+    clock.t = 1000;
+    return { queries, scan, plan, first, clock };
+  }
 
-    const [refund] = sandbox.refunds({ metadataOperationId: queries[0].operation_id! });
-    sandbox.setRefundStatus(refund.id, 'failed');
+  it("a refund that fails after it was listed: the next batch reads its event, and the operation's own lookup says failed", async () => {
+    // Without its status change the scan would confirm an operation whose refund has failed.
+    const { queries, scan, plan, first } = await listedThenChanged(0, 'succeeded', 'failed');
+    expect(first?.matches.map((m) => m.state)).toEqual(['confirmed']);
     const before = events();
-    t = 1000;
     await scan.prepare(queries, 100_000);
     expect(events() - before).toBe(1);
     // No answer from the scan for it: its own lookup reads the refund as it is now.
@@ -150,15 +158,8 @@ describe('the ledger scan, against hostile ledgers', () => {
   });
 
   it('a pending refund that succeeds, named only by its event: the operation is not answered from the scan', async () => {
-    const queries = backlog(MIN_OPS, { status: 'pending', createdS: nowS() - 100 });
-    let t = 0;
-    const scan = ledgerScan(createClient(config), { clock: () => t, indexingMs: 1000 });
-    await scan.prepare(queries, 100_000);
-    const plan = planLookup(queries[5], config.capabilities.keyRetentionMs, new Date());
-    expect(scan.answer(queries[5], plan)?.result).toBe('pending');
-    const [refund] = sandbox.refunds({ metadataOperationId: queries[5].operation_id! });
-    sandbox.setRefundStatus(refund.id, 'succeeded');
-    t = 1000;
+    const { queries, scan, plan, first } = await listedThenChanged(5, 'pending', 'succeeded');
+    expect(first?.result).toBe('pending');
     await scan.prepare(queries, 100_000);
     expect(scan.answer(queries[5], plan)).toBeNull();
   });
@@ -197,22 +198,15 @@ describe('the ledger scan, against hostile ledgers', () => {
   it(`with a key that may not list events (403): follows a status change only once the scan is ${MAX_AGE_MS / 1000} s old, as before`, async () => {
     sandbox.forbidden.add('GET /v1/events');
     try {
-      const queries = backlog(MIN_OPS, { status: 'pending', createdS: nowS() - 100 });
-      let t = 0;
-      const scan = ledgerScan(createClient(config), { clock: () => t, indexingMs: 1000 });
-      await scan.prepare(queries, 100_000);
-      const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date());
-      expect(scan.answer(queries[0], plan)?.result).toBe('pending');
-      const [refund] = sandbox.refunds({ metadataOperationId: queries[0].operation_id! });
-      sandbox.setRefundStatus(refund.id, 'succeeded');
       const refused = sandbox.stats.status[403] ?? 0;
-      t = 1000;
+      const { queries, scan, plan, first, clock } = await listedThenChanged(0, 'pending', 'succeeded');
+      expect(first?.result).toBe('pending');
       await scan.prepare(queries, 100_000);
       // Asked once, refused: the listing cannot follow the change (the window's refresh does not list it again).
       expect((sandbox.stats.status[403] ?? 0) - refused).toBe(1);
       expect(scan.answer(queries[0], plan)?.result).toBe('pending');
       // Past MAX_AGE_MS from its start: no answer, and the next batch starts the scan again.
-      t = MAX_AGE_MS + 1;
+      clock.t = MAX_AGE_MS + 1;
       expect(scan.answer(queries[0], plan)).toBeNull();
       await scan.prepare(queries, 100_000);
       const answer = scan.answer(queries[0], plan);
