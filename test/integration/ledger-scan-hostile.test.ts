@@ -164,6 +164,31 @@ describe('the ledger scan, against hostile ledgers', () => {
     expect(scan.answer(queries[5], plan)).toBeNull();
   });
 
+  it(`a walk longer than ${MAX_AGE_MS / 2000} s is brought up to date before its batch is answered`, async () => {
+    // The walk may take a quarter of the lease (30 s at 25/s): its first page would be too old to
+    // answer from by the time the batch is looked up. Here each request takes a second by the scan's clock.
+    for (let i = 0; i < 3500; i++) {
+      const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+      sandbox.seedRefund({ payment_intent, amount: 100, currency: 'usd', created: nowS() - 200 });
+    }
+    const queries = backlog(MIN_OPS, { createdS: nowS() - 100 });
+    // One operation with no refund, recorded an hour ago: the walk lists the whole ledger for it.
+    const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+    const lost: LookupQuery = {
+      operation_id: 'op_lost',
+      idempotency_key: 'op_lost',
+      payload: { payment_intent, amount: 700, currency: 'usd' },
+      recorded_at: new Date(sandboxNow() - 3600_000),
+    };
+    const scan = ledgerScan(createClient(config), { clock: () => sandbox.stats.requests * 1000, indexingMs: 1000 });
+    const [before, pages] = [events(), sandbox.stats.byRoute['GET /v1/refunds'] ?? 0];
+    await scan.prepare([...queries, lost], 100_000);
+    expect((sandbox.stats.byRoute['GET /v1/refunds'] ?? 0) - pages).toBeGreaterThan(35);
+    expect(events() - before).toBe(1);
+    const plan = planLookup(queries[0], config.capabilities.keyRetentionMs, new Date());
+    expect(scan.answer(queries[0], plan)?.result).toBe('found');
+  });
+
   it(`outlives ${MAX_AGE_MS / 1000} s when it follows status changes: answers from one walk, a status change ${(5 * MAX_AGE_MS) / 1000} s on included`, async () => {
     const queries = backlog(MIN_OPS);
     let t = 0;

@@ -404,6 +404,12 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
       budget--;
       await walkBack(s);
     }
+    // A long walk (up to a quarter of the lease): brought up to date again, so that the batch is not
+    // answered from a listing as old as the walk's first page.
+    if (s.follows && clock() - s.refreshedAt > MAX_AGE_MS / 2 && !(await refresh(s))) {
+      scan = null;
+      return;
+    }
     for (const q of eligible) s.announced.add(q.operation_id!);
   };
 
