@@ -31,14 +31,16 @@
  *   before, and keep the bound of that listing; a refund of a payment never seen expanded has none).
  *   A refund listed once is not listed again past that span, so its status changes (pending →
  *   succeeded or failed, succeeded → failed) are followed through Stripe's events: each refresh also
- *   lists the `refund.updated` and `refund.failed` events created since the same uncertainty window
+ *   lists the `refund.updated`, `refund.failed` and `charge.refund.updated` events created since the same uncertainty window
  *   before the last such listing began (before the scan's first page, at first), and an operation
  *   with a refund named by one, or named by one's metadata, is no longer answered from the scan: its
  *   own lookup reads the status (status changes are rare; an event's snapshot is not applied, since
  *   its order against a page read in the same second is unknown). A key that may not list events (a
  *   restricted key: 403, or a Stripe-compatible server without them: 404) cannot follow them: its
  *   scan is started again once older than `MAX_AGE_MS`, and no answer is given from it past that age.
- *   No answer is given from a listing brought up to date more than `MAX_AGE_MS` before.
+ *   No answer is given from a listing brought up to date more than `MAX_AGE_MS` before, and a scan
+ *   that follows events is still started again after `MAX_LIFE_MS` (5 minutes): a change whose
+ *   event never comes (an account's API version or payment method) is stale for at most that long.
  *   What an answer can miss, and a lookup made at the same moment could not: a refund that became
  *   visible, or changed, between the batch's refresh and its decision (seconds); the next pass sees
  *   it, as the next lookup would.
@@ -72,6 +74,12 @@ export const MIN_OPS = 16;
  * are not followed otherwise).
  */
 export const MAX_AGE_MS = 30_000;
+/**
+ * A scan that follows status changes is still started again after this long: a change whose event
+ * never came (an account's API version, a payment method that sends none) or came late is stale in
+ * its answers for at most this long, as a duplicate a refresh missed is.
+ */
+export const MAX_LIFE_MS = 5 * 60_000;
 /**
  * The status changes of a refund: each one's event makes its operation's own lookup answer
  * (`charge.refund.updated` is what accounts on API versions before refund.updated receive).
@@ -365,7 +373,7 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
   const prepareNow = async (queries: LookupQuery[], backlog: number) => {
     const eligible = queries.filter((q) => q.operation_id && q.recorded_at);
     const now = clock();
-    if (scan !== null && !scan.follows && now - scan.startedAt > MAX_AGE_MS) scan = null;
+    if (scan !== null && now - scan.startedAt > (scan.follows ? MAX_LIFE_MS : MAX_AGE_MS)) scan = null;
     // One made for an earlier batch answers these operations too, once brought up to date.
     if (scan !== null && !(await refresh(scan))) scan = null;
     if (eligible.length < MIN_OPS) {
@@ -399,7 +407,10 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
     }
     const s = scan;
     budget ??= Math.ceil(Math.max(backlog, eligible.length) / 4);
-    for (let pages = 0; !s.complete && budget > 0 && pages < pagesPerBatch; pages++) {
+    // A scan that cannot follow status changes answers for MAX_AGE_MS from its start only: its walk is
+    // kept to what it was before a batch could list a quarter of the lease.
+    const perBatch = s.follows ? pagesPerBatch : Math.min(pagesPerBatch, PAGES_PER_BATCH);
+    for (let pages = 0; !s.complete && budget > 0 && pages < perBatch; pages++) {
       if (s.tail !== null && covers(s, target(s, eligible))) break;
       budget--;
       await walkBack(s);
@@ -429,7 +440,7 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
       const now = clock();
       // Not brought up to date for MAX_AGE_MS; or, not following status changes, begun longer ago
       // (the next batch starts it again).
-      if (now - s.refreshedAt > MAX_AGE_MS || (!s.follows && now - s.startedAt > MAX_AGE_MS)) return null;
+      if (now - s.refreshedAt > MAX_AGE_MS || now - s.startedAt > (s.follows ? MAX_LIFE_MS : MAX_AGE_MS)) return null;
       // A status changed since the scan began: the operation's own lookup reads it.
       const mine = [...(s.byOperation.get(query.operation_id)?.values() ?? [])];
       if (s.changedOperations.has(query.operation_id) || mine.some((x) => s.changed.has(x.txn.provider_id)))
