@@ -138,11 +138,6 @@ interface Scan {
   /** Operations announced by a `prepare` and listed for since: the only ones answered. */
   announced: Set<string>;
   /**
-   * Status changes are followed through events (false: the key may not list them, and the scan is
-   * started again at `MAX_AGE_MS`).
-   */
-  follows: boolean;
-  /**
    * Stripe's clock (seconds) from which events are still to be listed: none created before it can
    * be missing from the listings made so far. null: nothing received yet (set by the first page).
    */
@@ -180,8 +175,11 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
   const clock = opts.clock ?? (() => performance.now());
   const pagesPerBatch = opts.pagesPerBatch ?? PAGES_PER_BATCH;
   const indexingS = Math.ceil((opts.indexingMs ?? 10 * 60_000) / 1000);
-  /** false once the key was refused the events (403) or the server has none (404): not asked again. */
-  let eventsReadable = true;
+  /**
+   * Status changes are followed through events; false once the key was refused them (403) or the
+   * server has none (404): not asked again, and a scan is started again at `MAX_AGE_MS`.
+   */
+  let followsEvents = true;
   let scan: Scan | null = null;
   /**
    * Pages the walks back may still list, in all (scans started again included): a quarter of the
@@ -236,6 +234,13 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
 
   /** The newest `Date` of a page's response (Stripe's clock, seconds), null before the first. */
   let lastDate: number | null = null;
+  /** A response's `Date` in Stripe seconds (null: none), kept in `lastDate` when it is the newest. */
+  const noteDate = (headers: Record<string, unknown> | undefined) => {
+    const date = dateOf(headers);
+    const dateS = date ? Math.floor(date.getTime() / 1000) : null;
+    if (dateS !== null) lastDate = Math.max(lastDate ?? -Infinity, dateS);
+    return dateS;
+  };
   /**
    * A page, and Stripe's clock (seconds) no later than it was read: it was read after the request
    * was sent and before its answer's `Date` (truncated to the second), so no earlier than that
@@ -246,9 +251,7 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
     const page = await refundPage(client, expand ? { ...params, expand: EXPAND } : params);
     const tookS = Math.ceil((performance.now() - sent) / 1000);
     if (scan) scan.pages++;
-    const date = dateOf(page.lastResponse?.headers);
-    const dateS = date ? Math.floor(date.getTime() / 1000) : null;
-    if (dateS !== null) lastDate = Math.max(lastDate ?? -Infinity, dateS);
+    const dateS = noteDate(page.lastResponse?.headers);
     return { page, readFrom: dateS === null ? null : dateS - tookS };
   };
 
@@ -286,8 +289,8 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
     const mark = lastDate;
     // The events first: a scan that cannot follow them, and is too old to answer without, is not
     // brought up to date (the next one starts again).
-    if (s.follows) await followEvents(s);
-    if (!s.follows && began - s.startedAt > MAX_AGE_MS) return false;
+    if (followsEvents) await followEvents(s);
+    if (!followsEvents && began - s.startedAt > MAX_AGE_MS) return false;
     if (s.head === null) {
       // Nothing listed yet (an empty ledger): the walk back from now is the refresh.
       s.tail = null;
@@ -340,13 +343,11 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
       } catch (err) {
         if (!cannotListEvents(err)) throw err;
         // A restricted key, or a server without events: what was listed cannot be followed.
-        eventsReadable = false;
-        s.follows = false;
+        followsEvents = false;
         return;
       }
       s.eventPages++;
-      const date = dateOf(page.lastResponse?.headers);
-      if (date) lastDate = Math.max(lastDate ?? -Infinity, Math.floor(date.getTime() / 1000));
+      noteDate(page.lastResponse?.headers);
       for (const event of page.data) {
         const refund = event.data.object as Partial<Stripe.Refund>;
         if (typeof refund.id === 'string') s.changed.add(refund.id);
@@ -373,7 +374,7 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
   const prepareNow = async (queries: LookupQuery[], backlog: number) => {
     const eligible = queries.filter((q) => q.operation_id && q.recorded_at);
     const now = clock();
-    if (scan !== null && now - scan.startedAt > (scan.follows ? MAX_LIFE_MS : MAX_AGE_MS)) scan = null;
+    if (scan !== null && now - scan.startedAt > (followsEvents ? MAX_LIFE_MS : MAX_AGE_MS)) scan = null;
     // One made for an earlier batch answers these operations too, once brought up to date.
     if (scan !== null && !(await refresh(scan))) scan = null;
     if (eligible.length < MIN_OPS) {
@@ -396,7 +397,6 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
         byOperation: new Map(),
         paidAt: new Map(),
         announced: new Set(),
-        follows: eventsReadable,
         // Events created before the walk's first page changed what it lists; those within the
         // uncertainty window before it may not show in it yet.
         eventsFrom: lastDate === null ? null : lastDate - indexingS,
@@ -409,7 +409,7 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
     budget ??= Math.ceil(Math.max(backlog, eligible.length) / 4);
     // A scan that cannot follow status changes answers for MAX_AGE_MS from its start only: its walk is
     // kept to what it was before a batch could list a quarter of the lease.
-    const perBatch = s.follows ? pagesPerBatch : Math.min(pagesPerBatch, PAGES_PER_BATCH);
+    const perBatch = followsEvents ? pagesPerBatch : Math.min(pagesPerBatch, PAGES_PER_BATCH);
     for (let pages = 0; !s.complete && budget > 0 && pages < perBatch; pages++) {
       if (s.tail !== null && covers(s, target(s, eligible))) break;
       budget--;
@@ -417,7 +417,7 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
     }
     // A long walk (up to a quarter of the lease): brought up to date again, so that the batch is not
     // answered from a listing as old as the walk's first page.
-    if (s.follows && clock() - s.refreshedAt > MAX_AGE_MS / 2 && !(await refresh(s))) {
+    if (followsEvents && clock() - s.refreshedAt > MAX_AGE_MS / 2 && !(await refresh(s))) {
       scan = null;
       return;
     }
@@ -440,7 +440,8 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
       const now = clock();
       // Not brought up to date for MAX_AGE_MS; or, not following status changes, begun longer ago
       // (the next batch starts it again).
-      if (now - s.refreshedAt > MAX_AGE_MS || now - s.startedAt > (s.follows ? MAX_LIFE_MS : MAX_AGE_MS)) return null;
+      if (now - s.refreshedAt > MAX_AGE_MS || now - s.startedAt > (followsEvents ? MAX_LIFE_MS : MAX_AGE_MS))
+        return null;
       // A status changed since the scan began: the operation's own lookup reads it.
       const mine = [...(s.byOperation.get(query.operation_id)?.values() ?? [])];
       if (s.changedOperations.has(query.operation_id) || mine.some((x) => s.changed.has(x.txn.provider_id)))
@@ -465,7 +466,7 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
         note:
           `${plan.note}; answered from recon run's ledger scan (${s.complete ? 'every refund of the account' : `every refund created after ${new Date(s.tailCreated * 1000).toISOString()}`}, ` +
           `${s.pages} pages, brought up to date ${Math.max(0, Math.round(now - s.refreshedAt))} ms before` +
-          `${s.follows ? `, status changes followed through ${s.eventPages} pages of events` : ''}; ` +
+          `${followsEvents ? `, status changes followed through ${s.eventPages} pages of events` : ''}; ` +
           `look-alikes without recon metadata are listed by recon lookup ID)`,
       };
     },
