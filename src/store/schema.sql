@@ -130,7 +130,7 @@ CREATE TABLE recon.webhook_events (
   duplicate_count integer DEFAULT 0 NOT NULL,
   last_seen_at timestamp with time zone NOT NULL,
   payload jsonb NOT NULL
-);
+) WITH (fillfactor=70);
 
 ALTER TABLE recon.attempts ADD CONSTRAINT attempts_operation_id_fkey FOREIGN KEY (operation_id) REFERENCES recon.operations(id);
 ALTER TABLE recon.attempts ADD CONSTRAINT attempts_outcome_check CHECK ((outcome = ANY (ARRAY['confirmed'::text, 'failed'::text, 'unknown'::text])));
@@ -217,4 +217,4 @@ CREATE TRIGGER audit_events_no_update_delete BEFORE DELETE OR UPDATE ON recon.au
 CREATE TRIGGER audit_keying_no_truncate BEFORE TRUNCATE ON recon.audit_keying FOR EACH STATEMENT EXECUTE FUNCTION recon.audit_keying_fixed();
 CREATE TRIGGER audit_keying_no_update_delete BEFORE DELETE OR UPDATE ON recon.audit_keying FOR EACH ROW EXECUTE FUNCTION recon.audit_keying_fixed();
 
--- migrations applied: 1, 2, 3, 4
+-- migrations applied: 1, 2, 3, 4, 5
