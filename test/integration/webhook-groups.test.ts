@@ -191,13 +191,16 @@ describeWorld('webhook deliveries written in one group', (suite) => {
     // Rows as large as Stripe's events, over several pages: else the test could not see a row move.
     expect(Math.min(...[...before.values()].map((r) => r.size))).toBeGreaterThan(600);
     expect(new Set([...before.values()].map((r) => r.page)).size).toBeGreaterThan(3);
-    // Stripe's redeliveries come one at a time, each after the last was answered.
-    for (const d of firsts) {
-      const [r] = await ingestEvents(w.ctx, [again(w, d)]);
+    // One event of each page redelivered, one at a time (as Stripe redelivers): the first new version
+    // on a page needs its free space only. (More on one page would also need the old versions pruned,
+    // which waits for every snapshot older than them: not this test's to depend on.)
+    const onePerPage = [...new Map([...before.values()].map((r) => [r.page, r.event_id])).values()];
+    for (const id of onePerPage) {
+      const [r] = await ingestEvents(w.ctx, [again(w, firsts[ids.indexOf(id)])]);
       expect(r).toMatchObject({ ok: true, value: { duplicate: true } });
     }
     const after = await where();
-    for (const id of ids) {
+    for (const id of onePerPage) {
       expect(after.get(id)).toMatchObject({ seen: 1 });
       expect({ id, page: after.get(id)!.page }).toEqual({ id, page: before.get(id)!.page });
     }
