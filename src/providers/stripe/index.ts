@@ -11,10 +11,10 @@ import { classifyRefund, classifySubmitError, describeError, refundToTxn, refuse
 import { createClient, type ClientDeps } from './client.js';
 import { listRefunds, lookupRefunds, planLookup } from './ledger.js';
 import { refundParams } from './payload.js';
-import { ledgerScan, pagesPerBatchFor } from './scan.js';
+import { ledgerScan, pagesPerBatchFor, REFUND_STATUS_EVENTS } from './scan.js';
 
 /** Event types whose `data.object` is a refund (`charge.refund.updated` included: its object is a refund too). */
-const REFUND_EVENT_TYPES = ['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated'];
+const REFUND_EVENT_TYPES = ['refund.created', ...REFUND_STATUS_EVENTS];
 
 export interface StripeProviderDeps extends ClientDeps {
   now?: () => Date;

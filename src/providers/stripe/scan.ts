@@ -82,9 +82,10 @@ export const MAX_AGE_MS = 30_000;
 export const MAX_LIFE_MS = 5 * 60_000;
 /**
  * The status changes of a refund: each one's event makes its operation's own lookup answer
- * (`charge.refund.updated` is what accounts on API versions before refund.updated receive).
+ * (`charge.refund.updated` is what accounts on API versions before refund.updated receive). With
+ * `refund.created`, the events whose object is a refund (index.ts, parseWebhook).
  */
-const STATUS_EVENTS = ['refund.updated', 'refund.failed', 'charge.refund.updated'];
+export const REFUND_STATUS_EVENTS = ['refund.updated', 'refund.failed', 'charge.refund.updated'];
 /**
  * Pages listed before one batch is looked up, when the rate limit and lease are not known: 200 pages
  * take 8 s at Stripe's test-mode 25 reads/s. A ledger longer than that is walked on over the next
@@ -180,6 +181,8 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
    * server has none (404): not asked again, and a scan is started again at `MAX_AGE_MS`.
    */
   let followsEvents = true;
+  /** Begun too long ago to answer from, or to bring up to date: the next batch starts a new one. */
+  const outlived = (s: Scan, now: number) => now - s.startedAt > (followsEvents ? MAX_LIFE_MS : MAX_AGE_MS);
   let scan: Scan | null = null;
   /**
    * Pages the walks back may still list, in all (scans started again included): a quarter of the
@@ -333,7 +336,7 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
         page = await client.call(
           () =>
             client.stripe.events.list({
-              types: STATUS_EVENTS,
+              types: REFUND_STATUS_EVENTS,
               limit: 100,
               ...(created ? { created } : {}),
               ...(after ? { starting_after: after } : {}),
@@ -374,7 +377,7 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
   const prepareNow = async (queries: LookupQuery[], backlog: number) => {
     const eligible = queries.filter((q) => q.operation_id && q.recorded_at);
     const now = clock();
-    if (scan !== null && now - scan.startedAt > (followsEvents ? MAX_LIFE_MS : MAX_AGE_MS)) scan = null;
+    if (scan !== null && outlived(scan, now)) scan = null;
     // One made for an earlier batch answers these operations too, once brought up to date.
     if (scan !== null && !(await refresh(scan))) scan = null;
     if (eligible.length < MIN_OPS) {
@@ -438,10 +441,8 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
       const s = scan;
       if (!s || !query.operation_id || s.head === null || !s.announced.has(query.operation_id)) return null;
       const now = clock();
-      // Not brought up to date for MAX_AGE_MS; or, not following status changes, begun longer ago
-      // (the next batch starts it again).
-      if (now - s.refreshedAt > MAX_AGE_MS || now - s.startedAt > (followsEvents ? MAX_LIFE_MS : MAX_AGE_MS))
-        return null;
+      // Not brought up to date for MAX_AGE_MS, or outlived (the next batch starts it again).
+      if (now - s.refreshedAt > MAX_AGE_MS || outlived(s, now)) return null;
       // A status changed since the scan began: the operation's own lookup reads it.
       const mine = [...(s.byOperation.get(query.operation_id)?.values() ?? [])];
       if (s.changedOperations.has(query.operation_id) || mine.some((x) => s.changed.has(x.txn.provider_id)))
