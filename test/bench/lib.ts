@@ -63,6 +63,8 @@ export interface BenchContext {
   /** Scratch folder, removed at the end of the run. */
   tmp: string;
   log(message: string): void;
+  /** The databases this benchmark made (freshPgStore), dropped when it ends (dropBenchDatabases). */
+  databases: string[];
 }
 
 export interface Benchmark {
@@ -81,18 +83,17 @@ export function round(x: number, digits = 2): number {
   return Math.round(x * f) / f;
 }
 
-const benchDatabases: string[] = [];
-
-/** A fresh, migrated database on the run's server (dropped by the next dropBenchDatabases, after each benchmark). */
+/** A fresh, migrated database on the run's server (dropped by dropBenchDatabases when its benchmark ends). */
 export async function freshPgStore(ctx: BenchContext): Promise<{ url: string; db: Db }> {
   const name = `recon_bench_${Math.random().toString(36).slice(2, 10)}`;
   const url = await createDatabase(ctx.pgUrl, name);
-  benchDatabases.push(name);
+  ctx.databases.push(name);
   return { url, db: await openStore(url) };
 }
 
 /**
- * Drops the databases made since the last call. A million-row table left behind is vacuumed and
+ * Drops the databases the benchmark of `ctx` made (each benchmark has its own list: one that runs
+ * beside others keeps its database while they end). A million-row table left behind is vacuumed and
  * analysed by autovacuum while the next benchmark runs, and its CPU counted against that one. Then
  * the server writes its dirty buffers (CHECKPOINT) and the kernel its dirty pages (sync) now, rather
  * than while the next one measures: after list-unresolved (a million rows written, then dropped) the
@@ -100,12 +101,12 @@ export async function freshPgStore(ctx: BenchContext): Promise<{ url: string; db
  * write-path alone).
  */
 export async function dropBenchDatabases(ctx: BenchContext): Promise<void> {
-  if (benchDatabases.length === 0) return;
+  if (ctx.databases.length === 0) return;
   const pg = (await import('pg')).default;
   const client = new pg.Client({ connectionString: ctx.pgUrl });
   await client.connect();
   try {
-    for (const name of benchDatabases.splice(0)) await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    for (const name of ctx.databases.splice(0)) await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await client.query('CHECKPOINT');
   } finally {
     await client.end();
