@@ -16,7 +16,9 @@ import { attemptsOf, getOperation, lockOperation, transactionsOf } from '../../s
 import { linkTransactions } from '../../src/core/journal/links.js';
 import { claimAttempt } from '../../src/core/attempt/claims.js';
 import { escalate } from '../../src/core/review/escalate.js';
-import { finishAttempt, submitOperation } from '../../src/core/attempt/submit.js';
+import { finishAttempt, submitOperation, submitRequest } from '../../src/core/attempt/submit.js';
+import { note } from '../../src/core/journal/note.js';
+import type { Db } from '../../src/store/db.js';
 import { validateOperation } from '../../src/core/intake/validate.js';
 import { LeaseLostError, RefusedError, UsageError } from '../../src/errors.js';
 import type { Provider, ProviderTxn } from '../../src/types.js';
@@ -190,6 +192,88 @@ describeWorld('what submit sends', (suite) => {
       'lease.expired',
       'late_response.applied',
     ]);
+  });
+
+  /** `db`, with the text of every statement sent through it kept in `sent` (a transaction's own BEGIN: `(transaction)`). */
+  const counted = (db: Db) => {
+    const sent: string[] = [];
+    const wrapped: Db = Object.create(db);
+    wrapped.query = (sql, params) => (sent.push(sql), db.query(sql, params));
+    wrapped.transaction = (fn) =>
+      db.transaction((tx) => {
+        sent.push('(transaction)');
+        return fn({ query: (sql, params) => (sent.push(sql), tx.query(sql, params)) });
+      });
+    return { db: wrapped, sent };
+  };
+
+  it("an attempt's claim writes its attempt row in its move's statement, and its end, with nothing written since, takes no row lock and reads nothing", async () => {
+    const w = await suite.stripeWorld();
+    const [pi] = await w.recordRefunds([{ id: 'refund:end_1', amount: 1500 }]);
+    const claiming = counted(w.db);
+    const claim = await claimAttempt({ ...w.ctx, db: claiming.db }, 'refund:end_1', {
+      owner: 'A',
+      leaseMs: 60_000,
+      from: 'approved',
+      rule: 'submit.first_attempt',
+    });
+    // The claim: the row lock (with the payload hash recorded), the head and links, then the move with
+    // the attempt's row and count in its statement.
+    expect(claiming.sent.map((q) => q.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual([
+      '(transaction)',
+      'SELECT o.*,',
+      'SELECT h.seq',
+      'WITH u',
+    ]);
+    const started = await w.db.query(
+      'SELECT number, lease_owner, ended_at FROM recon.attempts WHERE operation_id = $1',
+      ['refund:end_1'],
+    );
+    expect(started.rows).toEqual([{ number: 1, lease_owner: 'A', ended_at: null }]);
+    expect(await getOperation(w.db, 'refund:end_1')).toMatchObject({ state: 'submitting', attempt_count: 1 });
+    const answer = await w.stripe.submit(submitRequest(claim.op));
+    const { db, sent } = counted(w.db);
+    const op = await finishAttempt({ ...w.ctx, db }, w.stripe, claim, answer);
+    expect(op.state).toBe('confirmed');
+    // One transaction: the move (WITH u AS …) and the attempt's row with the refund's link (WITH ended AS …).
+    expect(sent.map((q) => q.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual([
+      '(transaction)',
+      'WITH u',
+      'WITH ended',
+    ]);
+    expect(w.sandbox.refunds({ payment_intent: pi })).toHaveLength(1);
+    expect(await transactionsOf(w.db, 'refund:end_1')).toHaveLength(1);
+    expect(await attemptsOf(w.db, 'refund:end_1')).toMatchObject([{ number: 1, outcome: 'confirmed' }]);
+    expect((await verifyChains(w.db)).ok).toBe(true);
+  });
+
+  it("an event written for the operation while its request is in flight (another caller's get_action): the end is written on the chain as it now stands", async () => {
+    const w = await suite.stripeWorld();
+    const [pi] = await w.recordRefunds([{ id: 'refund:end_2', amount: 1500 }]);
+    const stripe = w.stripe;
+    const noting: Provider = {
+      ...stripe,
+      async submit(req) {
+        await w.db.transaction((tx) =>
+          note(tx, req.operation_id, {
+            actor: 'agent-2',
+            now: new Date(),
+            kind: 'mcp.call',
+            detail: { tool: 'get_action' },
+          }),
+        );
+        return stripe.submit(req);
+      },
+    };
+    const r = await submitOperation(w.ctx, noting, 'refund:end_2');
+    expect(r.operation.state).toBe('confirmed');
+    expect(r.late_response).toBeUndefined();
+    expect(w.sandbox.refunds({ payment_intent: pi })).toHaveLength(1);
+    expect(await transactionsOf(w.db, 'refund:end_2')).toHaveLength(1);
+    expect(await attemptsOf(w.db, 'refund:end_2')).toMatchObject([{ number: 1, outcome: 'confirmed' }]);
+    const kinds = (await eventsOf(w.db, 'refund:end_2')).map((e) => e.kind);
+    expect(kinds.slice(-3)).toEqual(['attempt.started', 'mcp.call', 'attempt.finished']);
+    expect((await verifyChains(w.db)).ok).toBe(true);
   });
 });
 

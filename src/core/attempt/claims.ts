@@ -1,10 +1,10 @@
 import type { Queryable } from '../../store/db.js';
-import type { Operation } from '../../types.js';
+import type { Operation, ProviderTransaction } from '../../types.js';
 import { payloadHash } from '../../lib/canonical.js';
 import type { CoreContext } from '../journal/context.js';
 import { NotFoundError, RefusedError } from '../../errors.js';
-import { chainHeads } from '../journal/chain.js';
-import { listOperations, rowToOperation, type OperationRow } from '../journal/operations.js';
+import type { ChainHead } from '../journal/chain.js';
+import { listOperations, rowToOperation, transactionsAndHead, type OperationRow } from '../journal/operations.js';
 import { isInFlight, RECONCILABLE_SQL, RECONCILABLE_STATES, UNRESOLVED_SQL } from '../journal/states.js';
 import { transition, transitionMany, type Move } from '../journal/transition.js';
 
@@ -147,6 +147,14 @@ export interface AttemptClaim {
   attempt: number;
   owner: string;
   leaseExpiresAt: Date;
+  /**
+   * What the claim's transaction left, read under its row lock: the chain's head after the claim's
+   * events and the transactions linked to the operation. The attempt's end writes on them without a
+   * lock or a read of its own (submit.ts writeResult); should anything have been written for the
+   * operation since (an event, a link: a link always comes with an event), its event's seq is taken
+   * and the end is written again the long way.
+   */
+  left: { head: ChainHead; transactions: ProviderTransaction[] };
 }
 
 /**
@@ -256,8 +264,8 @@ export async function claimAttempt(
     o.check?.(current);
     const attempt = current.attempt_count + 1;
     // The row is locked (above), so the move needs no second lock: the state seen then, and the chain's
-    // head read now, in a statement of its own after the lock (chainHeads).
-    const head = (await chainHeads(tx, [id])).get(id)!;
+    // head (with the transactions linked) read now, in a statement of its own after the lock (chainHeads).
+    const { head, transactions } = await transactionsAndHead(tx, id);
     const [moved] = await transitionMany(
       tx,
       [
@@ -271,26 +279,25 @@ export async function claimAttempt(
           detail: { attempt, idempotency_key: current.idempotency_key, ...(o.detail ?? {}) },
           lease: { owner: o.owner, expiresAt: expires },
           note: o.note?.(),
+          // The attempt's row and the operation's count, in the move's statement.
+          attempt: {
+            number: attempt,
+            idempotencyKey: current.idempotency_key,
+            requestHash: payloadHash(current.payload),
+          },
         },
       ],
       { actor: ctx.actor, auditKey: ctx.auditKey, now, returnRows: true },
     );
     if (!moved.ok) throw moved.error;
     const op = moved.op!;
-    // The attempt row and the count, one statement.
-    await tx.query(
-      `WITH a AS (
-         INSERT INTO recon.attempts (operation_id, number, idempotency_key, request_hash, started_at, lease_owner)
-         VALUES ($1, $2, $3, $4, $5::timestamptz, $6))
-       UPDATE recon.operations SET attempt_count = $2, first_attempt_at = coalesce(first_attempt_at, $5::timestamptz)
-        WHERE id = $1`,
-      [id, attempt, current.idempotency_key, payloadHash(current.payload), now.toISOString(), o.owner],
-    );
+    const last = moved.noted ?? moved.event;
     return {
       op: { ...op, attempt_count: attempt, first_attempt_at: current.first_attempt_at ?? now },
       attempt,
       owner: o.owner,
       leaseExpiresAt: expires,
+      left: { head: { seq: last.seq, hash: last.hash, to_state: last.to_state }, transactions },
     };
   });
   if ('tampered' in claimed) throw new RefusedError(claimed.tampered, 'payload_tampered');

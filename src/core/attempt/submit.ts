@@ -1,4 +1,6 @@
-import type { Provider, State, SubmitRequest, SubmitResult, Operation } from '../../types.js';
+import type { Provider, ProviderTransaction, State, SubmitRequest, SubmitResult, Operation } from '../../types.js';
+import type { Queryable } from '../../store/db.js';
+import type { ChainHead } from '../journal/chain.js';
 import { claimAttempt, newOwnerToken, type AttemptClaim } from './claims.js';
 import { LeaseLostError } from '../../errors.js';
 import type { CoreContext } from '../journal/context.js';
@@ -159,86 +161,115 @@ ${insertLinksSql(`SELECT $7::text, $8::text, $1::text, $9::text, $10::text, $11:
                          $3::timestamptz, $14::text, $15::timestamptz`)}
 RETURNING provider_id`;
 
+/**
+ * Phase 3's write. The short way first: on what the claim left (the chain's head after its events,
+ * the transactions linked then), with no row lock or read of its own; the move's statement checks
+ * the lease and the state under the row lock, and an event written for the operation since the
+ * claim (a link always comes with one) has taken the seq the move's event needs, so the statement
+ * fails on the chain's key. Then, or on any other error, the long way decides as before: the row
+ * lock, the lease, the head and the links read again. execute_action's end: 6 statements → 4.
+ */
 async function writeResult(
   ctx: CoreContext,
   provider: Provider,
   claim: AttemptClaim,
   result: SubmitResult,
 ): Promise<{ operation: Operation; txnIds: string[] }> {
-  const now = ctx.now();
-  const id = claim.op.id;
+  try {
+    return await ctx.db.transaction((tx) =>
+      endAttempt(tx, ctx, provider, claim, result, { state: claim.op.state, ...claim.left }, ctx.now()),
+    );
+  } catch {
+    // Written since the claim, the lease lost, or the store failed: nothing of the short way stands.
+  }
   return ctx.db.transaction(async (tx) => {
+    const now = ctx.now();
     // The row lock; then, in a statement begun after it was granted (chainHeads), the chain's head
     // and the transactions linked: the move needs no lock or head read of its own.
-    const locked = await lockOperation(tx, id);
+    const locked = await lockOperation(tx, claim.op.id);
     assertLease(locked, claim.owner, now);
-    const { head, transactions } = await transactionsAndHead(tx, id);
-    // A transaction the response links is classified like a lookup's match and a webhook's
-    // (classifyFound): one that disagrees with the operation is a human's to judge, never confirmed
-    // (issue 10), and another live one linked meanwhile (a webhook while the request was in flight)
-    // makes this one a second side effect: a person sees both (duplicate wins over a disagreement).
-    const found = result.txn ? classifyFound({ ...claim.op, state: 'submitting' }, [result.txn], transactions) : null;
-    const reason = found?.review_reason ?? null;
-    const problems = found?.problems ?? [];
-    const to = reason ? 'needs_review' : stateForSubmit(result);
-    const detail: Record<string, unknown> = {
-      attempt: claim.attempt,
-      outcome: result.outcome,
-      error_class: result.error_class ?? null,
-      http_status: result.http_status ?? null,
-      provider_request_id: result.provider_request_id ?? null,
-      replayed: result.replayed ?? false,
-      message: result.message ?? null,
-    };
-    if (result.txn) {
-      detail.provider_id = result.txn.provider_id;
-      detail.provider_status = result.txn.status;
-    }
-    if (problems.length) detail.problems = problems;
-    const { op } = await transition(tx, id, to, {
-      actor: ctx.actor,
-      auditKey: ctx.auditKey,
-      now,
-      kind: 'attempt.finished',
-      rule: reason ? `submit.${reason}` : `submit.${result.outcome}`,
-      detail,
-      review_reason: reason ?? (to === 'needs_review' ? 'idempotency_conflict' : null),
-      leaseOwner: claim.owner,
-      from: locked.state,
-      head,
-    });
-    const ended = [
-      id,
-      claim.attempt,
-      now.toISOString(),
-      result.outcome === 'unknown' || result.outcome === 'conflict'
-        ? 'unknown'
-        : result.outcome === 'failed'
-          ? 'failed'
-          : 'confirmed',
-      result.error_class ?? null,
-      result.provider_request_id ?? null,
-    ];
-    const txnIds = transactions.map((t) => t.provider_id);
-    const txn = result.txn;
-    if (!txn) {
-      await tx.query(END_ATTEMPT, ended);
-      return { operation: op, txnIds };
-    }
-    const r = await tx.query(END_ATTEMPT_AND_LINK, [
-      ...ended,
-      provider.name,
-      txn.provider_id,
-      txn.status,
-      txn.state,
-      txn.amount,
-      txn.currency,
-      result.replayed ? 'replay' : 'response',
-      ctx.actor,
-      txn.created ? txn.created.toISOString() : null,
-    ]);
-    // Linked now (or brought up to date, already ours): the newest link, last as provider_txn_ids lists them.
-    if (r.rowCount > 0 && !txnIds.includes(txn.provider_id)) txnIds.push(txn.provider_id);
-    return { operation: op, txnIds };
+    const { head, transactions } = await transactionsAndHead(tx, claim.op.id);
+    return endAttempt(tx, ctx, provider, claim, result, { state: locked.state, head, transactions }, now);
   });
+}
+
+/** The attempt's end in `tx`, on the operation as `seen` (its state, chain head and linked transactions). */
+async function endAttempt(
+  tx: Queryable,
+  ctx: CoreContext,
+  provider: Provider,
+  claim: AttemptClaim,
+  result: SubmitResult,
+  seen: { state: State; head: ChainHead; transactions: ProviderTransaction[] },
+  now: Date,
+): Promise<{ operation: Operation; txnIds: string[] }> {
+  const id = claim.op.id;
+  const { head, transactions } = seen;
+  // A transaction the response links is classified like a lookup's match and a webhook's
+  // (classifyFound): one that disagrees with the operation is a human's to judge, never confirmed
+  // (issue 10), and another live one linked meanwhile (a webhook while the request was in flight)
+  // makes this one a second side effect: a person sees both (duplicate wins over a disagreement).
+  const found = result.txn ? classifyFound({ ...claim.op, state: 'submitting' }, [result.txn], transactions) : null;
+  const reason = found?.review_reason ?? null;
+  const problems = found?.problems ?? [];
+  const to = reason ? 'needs_review' : stateForSubmit(result);
+  const detail: Record<string, unknown> = {
+    attempt: claim.attempt,
+    outcome: result.outcome,
+    error_class: result.error_class ?? null,
+    http_status: result.http_status ?? null,
+    provider_request_id: result.provider_request_id ?? null,
+    replayed: result.replayed ?? false,
+    message: result.message ?? null,
+  };
+  if (result.txn) {
+    detail.provider_id = result.txn.provider_id;
+    detail.provider_status = result.txn.status;
+  }
+  if (problems.length) detail.problems = problems;
+  const { op } = await transition(tx, id, to, {
+    actor: ctx.actor,
+    auditKey: ctx.auditKey,
+    now,
+    kind: 'attempt.finished',
+    rule: reason ? `submit.${reason}` : `submit.${result.outcome}`,
+    detail,
+    review_reason: reason ?? (to === 'needs_review' ? 'idempotency_conflict' : null),
+    leaseOwner: claim.owner,
+    from: seen.state,
+    head,
+  });
+  const ended = [
+    id,
+    claim.attempt,
+    now.toISOString(),
+    result.outcome === 'unknown' || result.outcome === 'conflict'
+      ? 'unknown'
+      : result.outcome === 'failed'
+        ? 'failed'
+        : 'confirmed',
+    result.error_class ?? null,
+    result.provider_request_id ?? null,
+  ];
+  const txnIds = transactions.map((t) => t.provider_id);
+  const txn = result.txn;
+  if (!txn) {
+    await tx.query(END_ATTEMPT, ended);
+    return { operation: op, txnIds };
+  }
+  const r = await tx.query(END_ATTEMPT_AND_LINK, [
+    ...ended,
+    provider.name,
+    txn.provider_id,
+    txn.status,
+    txn.state,
+    txn.amount,
+    txn.currency,
+    result.replayed ? 'replay' : 'response',
+    ctx.actor,
+    txn.created ? txn.created.toISOString() : null,
+  ]);
+  // Linked now (or brought up to date, already ours): the newest link, last as provider_txn_ids lists them.
+  if (r.rowCount > 0 && !txnIds.includes(txn.provider_id)) txnIds.push(txn.provider_id);
+  return { operation: op, txnIds };
 }

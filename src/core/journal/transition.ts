@@ -97,9 +97,15 @@ export interface Move {
    * cannot keep one without the other). Its state is the one the move leaves.
    */
   note?: { kind: string; detail: Record<string, unknown> };
+  /**
+   * The attempt the move begins (an attempt's claim, → submitting): its row in recon.attempts (owned by
+   * the move's new lease, started now) and the operation's attempt_count, in the move's statement.
+   */
+  attempt?: { number: number; idempotencyKey: string; requestHash: string };
 }
 
-export type Moved = { ok: true; event: AuditEvent; op?: Operation } | { ok: false; error: Error };
+/** A move written (its event, the note chained after it if it had one, the row when asked) or refused. */
+export type Moved = { ok: true; event: AuditEvent; noted?: AuditEvent; op?: Operation } | { ok: false; error: Error };
 
 type Locked = Pick<Operation, 'id' | 'state' | 'lease_owner' | 'lease_expires_at'>;
 
@@ -243,10 +249,15 @@ export async function transitionMany(
   });
   if (rows.length === 0) return results;
   const written = await writeMoves(q, rows, o);
-  for (const { i, m, event } of rows) {
+  for (const { i, m, event, noted } of rows) {
     const w = written.get(m.id);
     if (w?.row) {
-      results[i] = { ok: true, event, ...(o.returnRows ? { op: rowToOperation(w.row) } : {}) };
+      results[i] = {
+        ok: true,
+        event,
+        ...(noted ? { noted } : {}),
+        ...(o.returnRows ? { op: rowToOperation(w.row) } : {}),
+      };
       continue;
     }
     try {
@@ -265,6 +276,7 @@ interface MovesShape {
   observations: boolean;
   links: boolean;
   notes: boolean;
+  attempts: boolean;
 }
 
 /**
@@ -278,11 +290,12 @@ interface MovesShape {
  * PostgreSQL plans the whole statement at every execution (no prepared statements: they do not
  * survive a pooler in transaction mode), and planning it with all of them took 0.7 ms where a move
  * with none (an attempt's claim, most of execute_action's) takes 0.23 ms (EXPLAIN's planning time,
- * median of 30). Parameters: $1–$23 the moves, then the links' nine, then the notes' eight.
+ * median of 30). Parameters: $1–$23 the moves, then the links' nine, the notes' eight, the attempts' five.
  */
 const WRITE_MOVES = (s: MovesShape) => {
   const link = (k: number) => `$${24 + k}`;
   const note = (k: number) => `$${(s.links ? 33 : 24) + k}`;
+  const attempt = (k: number) => `$${24 + (s.links ? 9 : 0) + (s.notes ? 8 : 0) + k}`;
   return `
 WITH u AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::text[], $7::text[],
@@ -325,6 +338,20 @@ linked AS (
   RETURNING 1
 ),`
       : ''
+  }${
+    s.attempts
+      ? `
+attempt AS (
+  SELECT a.* FROM unnest(${attempt(0)}::text[], ${attempt(1)}::int[], ${attempt(2)}::text[], ${attempt(3)}::text[])
+           AS a(operation_id, number, idempotency_key, request_hash)
+   WHERE a.operation_id IN (SELECT id FROM ok)
+),
+attempted AS (
+  INSERT INTO recon.attempts (operation_id, number, idempotency_key, request_hash, started_at, lease_owner)
+  SELECT a.operation_id, a.number, a.idempotency_key, a.request_hash, $20::timestamptz, ok.lease_owner
+    FROM attempt a JOIN ok ON ok.id = a.operation_id
+),`
+      : ''
   }
 updated AS (
   UPDATE recon.operations o
@@ -338,7 +365,14 @@ updated AS (
          lease_expires_at = CASE WHEN ok.keep_lease THEN o.lease_expires_at ELSE ok.lease_expires_at END,
          next_check_at = CASE WHEN ok.to_state IS NULL THEN coalesce(ok.next_check_at, o.next_check_at) END,
          last_checked_at = CASE WHEN ok.result IS NULL THEN o.last_checked_at
-                                ELSE greatest(o.last_checked_at, $20::timestamptz) END
+                                ELSE greatest(o.last_checked_at, $20::timestamptz) END${
+                                  s.attempts
+                                    ? `,
+         attempt_count = coalesce((SELECT a.number FROM attempt a WHERE a.operation_id = o.id), o.attempt_count),
+         first_attempt_at = CASE WHEN o.id IN (SELECT operation_id FROM attempt)
+                                 THEN coalesce(o.first_attempt_at, $20::timestamptz) ELSE o.first_attempt_at END`
+                                    : ''
+                                }
     FROM ok
    -- ANY as well as the join: the planner knows nothing of ok's size and may otherwise scan the table.
    WHERE o.id = ok.id AND o.id = ANY($1::text[])
@@ -375,7 +409,7 @@ SELECT l.id AS locked_id, l.state AS locked_state, l.lease_owner AS locked_lease
 /** Each shape's statement, built once. */
 const movesSql = new Map<string, string>();
 function writeMovesSql(s: MovesShape): string {
-  const key = `${+s.returnRows}${+s.observations}${+s.links}${+s.notes}`;
+  const key = `${+s.returnRows}${+s.observations}${+s.links}${+s.notes}${+s.attempts}`;
   let sql = movesSql.get(key);
   if (sql === undefined) movesSql.set(key, (sql = WRITE_MOVES(s)));
   return sql;
@@ -402,6 +436,7 @@ async function writeMoves(
     observations: rows.some(({ m }) => m.observation),
     links: links.length > 0,
     notes: notes.length > 0,
+    attempts: rows.some(({ m }) => m.attempt),
   };
   const params: unknown[] = [
     rows.map(({ m }) => m.id),
@@ -451,6 +486,15 @@ async function writeMoves(
       notes.map((e) => e.hash),
       notes.map((e) => e.key_id),
     );
+  if (shape.attempts) {
+    const begun = rows.flatMap(({ m }) => (m.attempt ? [{ id: m.id, ...m.attempt }] : []));
+    params.push(
+      begun.map((a) => a.id),
+      begun.map((a) => a.number),
+      begun.map((a) => a.idempotencyKey),
+      begun.map((a) => a.requestHash),
+    );
+  }
   const r = await q.query<WrittenRow>(writeMovesSql(shape), params);
   const out = new Map<string, { locked: Locked; row: OperationRow | null }>();
   for (const row of r.rows) {
