@@ -207,7 +207,7 @@ describeWorld('what submit sends', (suite) => {
     return { db: wrapped, sent };
   };
 
-  it("an attempt's claim writes its attempt row in its move's statement, and its end, with nothing written since, takes no row lock and reads nothing", async () => {
+  it("an attempt's claim writes its attempt row in its move's statement, and its end, with nothing written since, is one statement: no row lock, no read", async () => {
     const w = await suite.stripeWorld();
     const [pi] = await w.recordRefunds([{ id: 'refund:end_1', amount: 1500 }]);
     const claiming = counted(w.db);
@@ -235,12 +235,8 @@ describeWorld('what submit sends', (suite) => {
     const { db, sent } = counted(w.db);
     const op = await finishAttempt({ ...w.ctx, db }, w.stripe, claim, answer);
     expect(op.state).toBe('confirmed');
-    // One transaction: the move (WITH u AS …) and the attempt's row with the refund's link (WITH ended AS …).
-    expect(sent.map((q) => q.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual([
-      '(transaction)',
-      'WITH u',
-      'WITH ended',
-    ]);
+    // One statement, no transaction of its own: the move, with the attempt's end and the refund's link.
+    expect(sent.map((q) => q.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual(['WITH u']);
     expect(w.sandbox.refunds({ payment_intent: pi })).toHaveLength(1);
     expect(await transactionsOf(w.db, 'refund:end_1')).toHaveLength(1);
     expect(await attemptsOf(w.db, 'refund:end_1')).toMatchObject([{ number: 1, outcome: 'confirmed' }]);
@@ -274,6 +270,33 @@ describeWorld('what submit sends', (suite) => {
     const kinds = (await eventsOf(w.db, 'refund:end_2')).map((e) => e.kind);
     expect(kinds.slice(-3)).toEqual(['attempt.started', 'mcp.call', 'attempt.finished']);
     expect((await verifyChains(w.db)).ok).toBe(true);
+  });
+
+  it('an answer naming a refund linked to another operation: the end is written the long way, and the refund is not re-pointed', async () => {
+    const w = await suite.stripeWorld();
+    await w.recordRefunds([
+      { id: 'refund:end_3a', amount: 1500 },
+      { id: 'refund:end_3b', amount: 1500 },
+    ]);
+    const a = await submitOperation(w.ctx, w.stripe, 'refund:end_3a');
+    expect(a.operation.state).toBe('confirmed');
+    const stripe = w.stripe;
+    // An adapter that answers with another operation's refund (a provider's bug, a replayed key).
+    const other: Provider = {
+      ...stripe,
+      submit: async () => ({ ...a.result, replayed: true }),
+    };
+    const b = await submitOperation(w.ctx, other, 'refund:end_3b');
+    expect(b.late_response).toBeUndefined();
+    expect(await transactionsOf(w.db, 'refund:end_3a')).toMatchObject([{ provider_id: a.result.txn!.provider_id }]);
+    expect(await transactionsOf(w.db, 'refund:end_3b')).toEqual([]);
+    expect(b.txnIds).toEqual([]);
+    expect(await attemptsOf(w.db, 'refund:end_3b')).toMatchObject([{ number: 1, outcome: 'confirmed' }]);
+    expect((await eventsOf(w.db, 'refund:end_3b')).at(-1)).toMatchObject({ kind: 'attempt.finished' });
+    expect(w.sandbox.refunds()).toHaveLength(1);
+    expect((await verifyChains(w.db)).ok).toBe(true);
+    // It carries the other operation's id: a person looks (classifyFound), as the long way always said.
+    expect(b.operation.state).toBe('needs_review');
   });
 });
 

@@ -1,5 +1,4 @@
 import type { Provider, ProviderTransaction, State, SubmitRequest, SubmitResult, Operation } from '../../types.js';
-import type { Queryable } from '../../store/db.js';
 import type { ChainHead } from '../journal/chain.js';
 import { claimAttempt, newOwnerToken, type AttemptClaim } from './claims.js';
 import { LeaseLostError } from '../../errors.js';
@@ -7,8 +6,8 @@ import type { CoreContext } from '../journal/context.js';
 import { applyFoundTransaction } from '../found/apply.js';
 import { classifyFound } from '../found/classify.js';
 import { getOperation, lockOperation, transactionsAndHead } from '../journal/operations.js';
-import { insertLinksSql } from '../journal/links.js';
-import { assertLease, transition, type Move } from '../journal/transition.js';
+import { linkTransaction } from '../journal/links.js';
+import { assertLease, transitionMany, type Move } from '../journal/transition.js';
 
 /** SPEC §3: the state a classified submit result moves the operation to. */
 function stateForSubmit(r: SubmitResult): State {
@@ -150,24 +149,15 @@ async function finish(
 }
 
 /**
- * Ends the attempt's row and links the transaction the answer names, in one statement. A
- * transaction already linked to another operation is not re-pointed (insertLinksSql): no row comes back.
- */
-const END_ATTEMPT = `UPDATE recon.attempts
-    SET ended_at = $3::timestamptz, outcome = $4, error_class = $5, provider_request_id = $6
-  WHERE operation_id = $1 AND number = $2`;
-const END_ATTEMPT_AND_LINK = `WITH ended AS (${END_ATTEMPT})
-${insertLinksSql(`SELECT $7::text, $8::text, $1::text, $9::text, $10::text, $11::bigint, $12::text, $13::text,
-                         $3::timestamptz, $14::text, $15::timestamptz`)}
-RETURNING provider_id`;
-
-/**
- * Phase 3's write. The short way first: on what the claim left (the chain's head after its events,
- * the transactions linked then), with no row lock or read of its own; the move's statement checks
- * the lease and the state under the row lock, and an event written for the operation since the
- * claim (a link always comes with one) has taken the seq the move's event needs, so the statement
- * fails on the chain's key. Then, or on any other error, the long way decides as before: the row
- * lock, the lease, the head and the links read again. execute_action's end: 6 statements → 4.
+ * Phase 3's write. The short way first, one statement: the move with the attempt's end and the
+ * answer's link (Move.attemptEnd, Move.links), on what the claim left (the chain's head after its
+ * events, the transactions linked then), with no row lock or read of its own. The statement checks
+ * the lease and the state under the row lock; an event written for the operation since the claim (a
+ * link always comes with one) has taken the seq the move's event needs, and a transaction linked to
+ * another operation fails the link: either fails the statement as a whole. Then, or on any other
+ * error, the long way decides as before: the row lock, the lease, the head and the links read again,
+ * the attempt's row ended on its own (a transaction linked elsewhere is not re-pointed).
+ * execute_action's end: 6 statements → 1.
  */
 async function writeResult(
   ctx: CoreContext,
@@ -175,41 +165,81 @@ async function writeResult(
   claim: AttemptClaim,
   result: SubmitResult,
 ): Promise<{ operation: Operation; txnIds: string[] }> {
+  const id = claim.op.id;
+  const txn = result.txn;
+  const ended = {
+    number: claim.attempt,
+    outcome: attemptOutcome(result),
+    errorClass: result.error_class ?? null,
+    providerRequestId: result.provider_request_id ?? null,
+  };
+  const via = result.replayed ? ('replay' as const) : ('response' as const);
   try {
-    return await ctx.db.transaction((tx) =>
-      endAttempt(tx, ctx, provider, claim, result, { state: claim.op.state, ...claim.left }, ctx.now()),
+    const seen = { state: claim.op.state, ...claim.left };
+    const now = ctx.now();
+    const [moved] = await transitionMany(
+      ctx.db,
+      [
+        {
+          ...endMove(claim, result, seen),
+          attemptEnd: ended,
+          ...(txn ? { links: [{ provider: provider.name, txn, via }] } : {}),
+        },
+      ],
+      { actor: ctx.actor, auditKey: ctx.auditKey, now, returnRows: true },
     );
+    if (moved.ok) {
+      const txnIds = seen.transactions.map((t) => t.provider_id);
+      if (txn && !txnIds.includes(txn.provider_id)) txnIds.push(txn.provider_id);
+      return { operation: moved.op!, txnIds };
+    }
   } catch {
-    // Written since the claim, the lease lost, or the store failed: nothing of the short way stands.
+    // Written since the claim, linked elsewhere, or the store failed: nothing of the short way stands.
   }
   return ctx.db.transaction(async (tx) => {
     const now = ctx.now();
     // The row lock; then, in a statement begun after it was granted (chainHeads), the chain's head
     // and the transactions linked: the move needs no lock or head read of its own.
-    const locked = await lockOperation(tx, claim.op.id);
+    const locked = await lockOperation(tx, id);
     assertLease(locked, claim.owner, now);
-    const { head, transactions } = await transactionsAndHead(tx, claim.op.id);
-    return endAttempt(tx, ctx, provider, claim, result, { state: locked.state, head, transactions }, now);
+    const { head, transactions } = await transactionsAndHead(tx, id);
+    const [moved] = await transitionMany(
+      tx,
+      [{ ...endMove(claim, result, { state: locked.state, head, transactions }), attemptEnd: ended }],
+      { actor: ctx.actor, auditKey: ctx.auditKey, now, returnRows: true },
+    );
+    if (!moved.ok) throw moved.error;
+    const txnIds = transactions.map((t) => t.provider_id);
+    // Linked now (or brought up to date, already ours): the newest link, last as provider_txn_ids lists
+    // them. One linked to another operation meanwhile is not re-pointed.
+    if (txn && (await linkTransaction(tx, provider.name, id, txn, { via, by: ctx.actor, at: now })).linked)
+      if (!txnIds.includes(txn.provider_id)) txnIds.push(txn.provider_id);
+    return { operation: moved.op!, txnIds };
   });
 }
 
-/** The attempt's end in `tx`, on the operation as `seen` (its state, chain head and linked transactions). */
-async function endAttempt(
-  tx: Queryable,
-  ctx: CoreContext,
-  provider: Provider,
+/** The attempt row's outcome for a classified answer. */
+function attemptOutcome(r: SubmitResult): 'confirmed' | 'failed' | 'unknown' {
+  if (r.outcome === 'unknown' || r.outcome === 'conflict') return 'unknown';
+  return r.outcome === 'failed' ? 'failed' : 'confirmed';
+}
+
+/**
+ * The move that ends the attempt, on the operation as `seen` (its state, chain head and linked
+ * transactions): where the answer takes it and why, under the attempt's lease.
+ */
+function endMove(
   claim: AttemptClaim,
   result: SubmitResult,
   seen: { state: State; head: ChainHead; transactions: ProviderTransaction[] },
-  now: Date,
-): Promise<{ operation: Operation; txnIds: string[] }> {
-  const id = claim.op.id;
-  const { head, transactions } = seen;
+): Move {
   // A transaction the response links is classified like a lookup's match and a webhook's
   // (classifyFound): one that disagrees with the operation is a human's to judge, never confirmed
   // (issue 10), and another live one linked meanwhile (a webhook while the request was in flight)
   // makes this one a second side effect: a person sees both (duplicate wins over a disagreement).
-  const found = result.txn ? classifyFound({ ...claim.op, state: 'submitting' }, [result.txn], transactions) : null;
+  const found = result.txn
+    ? classifyFound({ ...claim.op, state: 'submitting' }, [result.txn], seen.transactions)
+    : null;
   const reason = found?.review_reason ?? null;
   const problems = found?.problems ?? [];
   const to = reason ? 'needs_review' : stateForSubmit(result);
@@ -227,49 +257,16 @@ async function endAttempt(
     detail.provider_status = result.txn.status;
   }
   if (problems.length) detail.problems = problems;
-  const { op } = await transition(tx, id, to, {
-    actor: ctx.actor,
-    auditKey: ctx.auditKey,
-    now,
+  return {
+    id: claim.op.id,
+    from: seen.state,
+    head: seen.head,
+    to,
     kind: 'attempt.finished',
     rule: reason ? `submit.${reason}` : `submit.${result.outcome}`,
     detail,
     review_reason: reason ?? (to === 'needs_review' ? 'idempotency_conflict' : null),
     leaseOwner: claim.owner,
-    from: seen.state,
-    head,
-  });
-  const ended = [
-    id,
-    claim.attempt,
-    now.toISOString(),
-    result.outcome === 'unknown' || result.outcome === 'conflict'
-      ? 'unknown'
-      : result.outcome === 'failed'
-        ? 'failed'
-        : 'confirmed',
-    result.error_class ?? null,
-    result.provider_request_id ?? null,
-  ];
-  const txnIds = transactions.map((t) => t.provider_id);
-  const txn = result.txn;
-  if (!txn) {
-    await tx.query(END_ATTEMPT, ended);
-    return { operation: op, txnIds };
-  }
-  const r = await tx.query(END_ATTEMPT_AND_LINK, [
-    ...ended,
-    provider.name,
-    txn.provider_id,
-    txn.status,
-    txn.state,
-    txn.amount,
-    txn.currency,
-    result.replayed ? 'replay' : 'response',
-    ctx.actor,
-    txn.created ? txn.created.toISOString() : null,
-  ]);
-  // Linked now (or brought up to date, already ours): the newest link, last as provider_txn_ids lists them.
-  if (r.rowCount > 0 && !txnIds.includes(txn.provider_id)) txnIds.push(txn.provider_id);
-  return { operation: op, txnIds };
+    lease: 'release',
+  };
 }

@@ -102,6 +102,13 @@ export interface Move {
    * the move's new lease, started now) and the operation's attempt_count, in the move's statement.
    */
   attempt?: { number: number; idempotencyKey: string; requestHash: string };
+  /** The attempt the move ends (its answer written): its row's end, in the move's statement. */
+  attemptEnd?: {
+    number: number;
+    outcome: 'confirmed' | 'failed' | 'unknown';
+    errorClass: string | null;
+    providerRequestId: string | null;
+  };
 }
 
 /** A move written (its event, the note chained after it if it had one, the row when asked) or refused. */
@@ -277,6 +284,7 @@ interface MovesShape {
   links: boolean;
   notes: boolean;
   attempts: boolean;
+  attemptEnds: boolean;
 }
 
 /**
@@ -290,12 +298,14 @@ interface MovesShape {
  * PostgreSQL plans the whole statement at every execution (no prepared statements: they do not
  * survive a pooler in transaction mode), and planning it with all of them took 0.7 ms where a move
  * with none (an attempt's claim, most of execute_action's) takes 0.23 ms (EXPLAIN's planning time,
- * median of 30). Parameters: $1–$23 the moves, then the links' nine, the notes' eight, the attempts' five.
+ * median of 30). Parameters: $1–$23 the moves, then the links' nine, the notes' eight, the attempts' four, the
+ * attempt ends' five: each group only in the shapes that have its part.
  */
 const WRITE_MOVES = (s: MovesShape) => {
   const link = (k: number) => `$${24 + k}`;
   const note = (k: number) => `$${(s.links ? 33 : 24) + k}`;
   const attempt = (k: number) => `$${24 + (s.links ? 9 : 0) + (s.notes ? 8 : 0) + k}`;
+  const attemptEnd = (k: number) => `$${24 + (s.links ? 9 : 0) + (s.notes ? 8 : 0) + (s.attempts ? 4 : 0) + k}`;
   return `
 WITH u AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::text[], $7::text[],
@@ -350,6 +360,18 @@ attempted AS (
   INSERT INTO recon.attempts (operation_id, number, idempotency_key, request_hash, started_at, lease_owner)
   SELECT a.operation_id, a.number, a.idempotency_key, a.request_hash, $20::timestamptz, ok.lease_owner
     FROM attempt a JOIN ok ON ok.id = a.operation_id
+),`
+      : ''
+  }${
+    s.attemptEnds
+      ? `
+attempt_ended AS (
+  UPDATE recon.attempts t
+     SET ended_at = $20::timestamptz, outcome = e.outcome, error_class = e.error_class,
+         provider_request_id = e.provider_request_id
+    FROM unnest(${attemptEnd(0)}::text[], ${attemptEnd(1)}::int[], ${attemptEnd(2)}::text[], ${attemptEnd(3)}::text[],
+                ${attemptEnd(4)}::text[]) AS e(operation_id, number, outcome, error_class, provider_request_id)
+   WHERE t.operation_id = e.operation_id AND t.number = e.number AND e.operation_id IN (SELECT id FROM ok)
 ),`
       : ''
   }
@@ -409,7 +431,7 @@ SELECT l.id AS locked_id, l.state AS locked_state, l.lease_owner AS locked_lease
 /** Each shape's statement, built once. */
 const movesSql = new Map<string, string>();
 function writeMovesSql(s: MovesShape): string {
-  const key = `${+s.returnRows}${+s.observations}${+s.links}${+s.notes}${+s.attempts}`;
+  const key = `${+s.returnRows}${+s.observations}${+s.links}${+s.notes}${+s.attempts}${+s.attemptEnds}`;
   let sql = movesSql.get(key);
   if (sql === undefined) movesSql.set(key, (sql = WRITE_MOVES(s)));
   return sql;
@@ -437,6 +459,7 @@ async function writeMoves(
     links: links.length > 0,
     notes: notes.length > 0,
     attempts: rows.some(({ m }) => m.attempt),
+    attemptEnds: rows.some(({ m }) => m.attemptEnd),
   };
   const params: unknown[] = [
     rows.map(({ m }) => m.id),
@@ -493,6 +516,16 @@ async function writeMoves(
       begun.map((a) => a.number),
       begun.map((a) => a.idempotencyKey),
       begun.map((a) => a.requestHash),
+    );
+  }
+  if (shape.attemptEnds) {
+    const ended = rows.flatMap(({ m }) => (m.attemptEnd ? [{ id: m.id, ...m.attemptEnd }] : []));
+    params.push(
+      ended.map((a) => a.id),
+      ended.map((a) => a.number),
+      ended.map((a) => a.outcome),
+      ended.map((a) => a.errorClass),
+      ended.map((a) => a.providerRequestId),
     );
   }
   const r = await q.query<WrittenRow>(writeMovesSql(shape), params);
