@@ -19,6 +19,7 @@ import { reconcileById } from '../core/reconcile/reconcile.js';
 import { recordOperationsIn } from '../core/intake/record.js';
 import { heldText, holderOf } from '../core/intake/replan.js';
 import { isInFlight, isReconcilable } from '../core/journal/states.js';
+import { readForClaim } from '../core/attempt/claims.js';
 import { submitOperation } from '../core/attempt/submit.js';
 import { validateOperation, type OperationInput } from '../core/intake/validate.js';
 import { RefusedError, UsageError } from '../errors.js';
@@ -272,7 +273,9 @@ async function providerOrRefusal(
 }
 
 export async function execute(c: ToolCall, id: string): Promise<Answer> {
-  const found = await currentOperation(c.ctx.db, id);
+  // The operation as a claim checks it (its chain's head, its links): the claim is made on this read.
+  const seen = await readForClaim(c.ctx.db, id);
+  const found = seen && { op: seen.op, txnIds: seen.transactions.map((t) => t.provider_id) };
   if (!found)
     return refused(
       notRecorded(
@@ -306,7 +309,7 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
   const call = auditedInChange(c, id, { tool: 'execute_action', in_change: true });
   let submitted;
   try {
-    submitted = await submitOperation(call.ctx, provider, id, { note: call.take });
+    submitted = await submitOperation(call.ctx, provider, id, { note: call.take, seen });
   } catch (err) {
     if (err instanceof UsageError) {
       // The adapter refused the payload before sending anything; the claim was rolled back.

@@ -14,7 +14,7 @@ import { payloadHash } from '../../src/lib/canonical.js';
 import { recordOperations } from '../../src/core/intake/record.js';
 import { attemptsOf, getOperation, lockOperation, transactionsOf } from '../../src/core/journal/operations.js';
 import { linkTransactions } from '../../src/core/journal/links.js';
-import { claimAttempt } from '../../src/core/attempt/claims.js';
+import { claimAttempt, readForClaim } from '../../src/core/attempt/claims.js';
 import { escalate } from '../../src/core/review/escalate.js';
 import { finishAttempt, submitOperation, submitRequest } from '../../src/core/attempt/submit.js';
 import { note } from '../../src/core/journal/note.js';
@@ -297,6 +297,67 @@ describeWorld('what submit sends', (suite) => {
     expect((await verifyChains(w.db)).ok).toBe(true);
     // It carries the other operation's id: a person looks (classifyFound), as the long way always said.
     expect(b.operation.state).toBe('needs_review');
+  });
+
+  it('a claim on the operation as just read (execute_action): one statement in its transaction; an event written since the read sends it the long way', async () => {
+    const w = await suite.stripeWorld();
+    await w.recordRefunds([
+      { id: 'refund:seen_1', amount: 1500 },
+      { id: 'refund:seen_2', amount: 1500 },
+    ]);
+    const opts = { owner: 'A', leaseMs: 60_000, from: 'approved' as const, rule: 'submit.first_attempt' };
+    const shape = (sent: string[]) => sent.map((q) => q.trim().split(/\s+/).slice(0, 2).join(' '));
+
+    const one = counted(w.db);
+    const seen1 = (await readForClaim(w.db, 'refund:seen_1'))!;
+    const claim1 = await claimAttempt({ ...w.ctx, db: one.db }, 'refund:seen_1', { ...opts, seen: seen1 });
+    expect(shape(one.sent)).toEqual(['(transaction)', 'WITH u']);
+    expect(claim1.op).toMatchObject({ state: 'submitting', attempt_count: 1, lease_owner: 'A' });
+
+    const two = counted(w.db);
+    const seen2 = (await readForClaim(w.db, 'refund:seen_2'))!;
+    await w.db.transaction((tx) =>
+      note(tx, 'refund:seen_2', {
+        actor: 'agent-2',
+        now: new Date(),
+        kind: 'mcp.call',
+        detail: { tool: 'get_action' },
+      }),
+    );
+    const claim2 = await claimAttempt({ ...w.ctx, db: two.db }, 'refund:seen_2', { ...opts, seen: seen2 });
+    expect(shape(two.sent)).toEqual([
+      '(transaction)',
+      'WITH u',
+      '(transaction)',
+      'SELECT o.*,',
+      'SELECT h.seq',
+      'WITH u',
+    ]);
+    expect(claim2.op).toMatchObject({ state: 'submitting', attempt_count: 1 });
+    expect((await eventsOf(w.db, 'refund:seen_2')).map((e) => e.kind).slice(-2)).toEqual([
+      'mcp.call',
+      'attempt.started',
+    ]);
+    expect(await attemptsOf(w.db, 'refund:seen_2')).toHaveLength(1);
+    expect((await verifyChains(w.db)).ok).toBe(true);
+  });
+
+  it('a payload changed between the read and the claim is not sent: the long way records it (needs_review, payload_tampered)', async () => {
+    const w = await suite.stripeWorld();
+    const [pi] = await w.recordRefunds([{ id: 'refund:seen_3', amount: 1500 }]);
+    const seen = (await readForClaim(w.db, 'refund:seen_3'))!;
+    await tamper(w, 'refund:seen_3');
+    const err = await submitOperation(w.ctx, w.stripe, 'refund:seen_3', { seen }).catch((e) => e);
+    expect(err).toBeInstanceOf(RefusedError);
+    expect(err.message).toMatch(/payload/);
+    expect(w.sandbox.refunds({ payment_intent: pi })).toEqual([]);
+    expect(await getOperation(w.db, 'refund:seen_3')).toMatchObject({
+      state: 'needs_review',
+      review_reason: 'payload_tampered',
+      attempt_count: 0,
+    });
+    expect(await attemptsOf(w.db, 'refund:seen_3')).toEqual([]);
+    expect((await verifyChains(w.db)).ok).toBe(true);
   });
 });
 

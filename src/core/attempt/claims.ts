@@ -1,12 +1,12 @@
 import type { Queryable } from '../../store/db.js';
-import type { Operation, ProviderTransaction } from '../../types.js';
+import type { Operation, ProviderTransaction, State } from '../../types.js';
 import { payloadHash } from '../../lib/canonical.js';
 import type { CoreContext } from '../journal/context.js';
 import { NotFoundError, RefusedError } from '../../errors.js';
-import type { ChainHead } from '../journal/chain.js';
+import { GENESIS_HASH, type ChainHead } from '../journal/chain.js';
 import { listOperations, rowToOperation, transactionsAndHead, type OperationRow } from '../journal/operations.js';
 import { isInFlight, RECONCILABLE_SQL, RECONCILABLE_STATES, UNRESOLVED_SQL } from '../journal/states.js';
-import { transition, transitionMany, type Move } from '../journal/transition.js';
+import { transition, transitionMany, type Move, type Moved } from '../journal/transition.js';
 
 /**
  * Claims (graphile-worker style): a claim is a lease — an owner token and an expiry — taken in
@@ -191,6 +191,60 @@ async function lockForClaim(tx: Queryable, id: string): Promise<{ op: Operation;
   return { op: rowToOperation(r.rows[0]), recorded: r.rows[0].recorded_payload_hash };
 }
 
+/** An operation as a claim checks it: the row, the payload hash its first event recorded, its chain's head, its links. */
+export interface ClaimView {
+  op: Operation;
+  recorded: string | null;
+  head: ChainHead;
+  transactions: ProviderTransaction[];
+}
+
+/**
+ * The operation as a claim checks it, in one statement without a lock (one snapshot: the row, its
+ * chain's head and its links agree): what execute_action reads first, and claims on (claimAttempt's
+ * `seen`). Null when there is no such operation.
+ */
+export async function readForClaim(q: Queryable, id: string): Promise<ClaimView | null> {
+  const r = await q.query<
+    OperationRow & {
+      recorded_payload_hash: string | null;
+      head_seq: number | null;
+      head_hash: string | null;
+      head_to_state: State | null;
+      linked: (Omit<ProviderTransaction, 'created' | 'linked_at'> & { created: string | null; linked_at: string })[];
+    }
+  >(
+    `SELECT o.*,
+            (SELECT e.detail->>'payload_hash' FROM recon.audit_events e
+              WHERE e.operation_id = o.id AND e.seq = 1) AS recorded_payload_hash,
+            h.seq AS head_seq, h.hash AS head_hash, h.to_state AS head_to_state,
+            (SELECT coalesce(json_agg(t ORDER BY t.linked_at, t.provider_id), '[]'::json)
+               FROM recon.provider_transactions t WHERE t.operation_id = o.id) AS linked
+       FROM recon.operations o
+       LEFT JOIN LATERAL (SELECT seq, hash, to_state FROM recon.audit_events WHERE operation_id = o.id
+                           ORDER BY seq DESC LIMIT 1) h ON true
+      WHERE o.id = $1`,
+    [id],
+  );
+  const row = r.rows[0];
+  if (!row) return null;
+  return {
+    op: rowToOperation(row),
+    recorded: row.recorded_payload_hash,
+    head:
+      row.head_seq === null
+        ? { seq: 0, hash: GENESIS_HASH, to_state: null }
+        : { seq: Number(row.head_seq), hash: row.head_hash!, to_state: row.head_to_state },
+    transactions: row.linked.map((t) => ({
+      ...t,
+      amount: t.amount === null ? null : Number(t.amount),
+      client_reference: null,
+      created: t.created === null ? null : new Date(t.created),
+      linked_at: new Date(t.linked_at),
+    })),
+  };
+}
+
 /**
  * Phase 1 of an attempt (one transaction): move to `submitting` under our lease, count the attempt
  * and persist the attempt row BEFORE the request is sent, so a crash during the request leaves a
@@ -220,10 +274,17 @@ export async function claimAttempt(
      * (Move.note), e.g. the `mcp.call` of the agent's execute_action that made the claim.
      */
     note?: () => Move['note'];
+    /**
+     * The operation as read just before (readForClaim): the claim is tried on it first, in one
+     * statement with no lock or read of its own (claimSeen); the long way below when that fails.
+     */
+    seen?: ClaimView;
   },
 ): Promise<AttemptClaim> {
   const now = ctx.now();
   const expires = new Date(now.getTime() + o.leaseMs);
+  const fast = o.seen ? await claimSeen(ctx, id, o, o.seen, now, expires) : null;
+  if (fast) return fast;
   const claimed = await ctx.db.transaction(async (tx): Promise<AttemptClaim | { tampered: string }> => {
     const { op: current, recorded } = await lockForClaim(tx, id);
     if (current.state === 'needs_review') {
@@ -262,46 +323,101 @@ export async function claimAttempt(
       };
     }
     o.check?.(current);
-    const attempt = current.attempt_count + 1;
     // The row is locked (above), so the move needs no second lock: the state seen then, and the chain's
     // head (with the transactions linked) read now, in a statement of its own after the lock (chainHeads).
     const { head, transactions } = await transactionsAndHead(tx, id);
-    const [moved] = await transitionMany(
-      tx,
-      [
-        {
-          id,
-          from: current.state,
-          to: 'submitting',
-          head,
-          kind: 'attempt.started',
-          rule: o.rule,
-          detail: { attempt, idempotency_key: current.idempotency_key, ...(o.detail ?? {}) },
-          lease: { owner: o.owner, expiresAt: expires },
-          note: o.note?.(),
-          // The attempt's row and the operation's count, in the move's statement.
-          attempt: {
-            number: attempt,
-            idempotencyKey: current.idempotency_key,
-            requestHash: payloadHash(current.payload),
-          },
-        },
-      ],
-      { actor: ctx.actor, auditKey: ctx.auditKey, now, returnRows: true },
-    );
+    const [moved] = await transitionMany(tx, [claimMove(id, current, head, o, expires)], {
+      actor: ctx.actor,
+      auditKey: ctx.auditKey,
+      now,
+      returnRows: true,
+    });
     if (!moved.ok) throw moved.error;
-    const op = moved.op!;
-    const last = moved.noted ?? moved.event;
-    return {
-      op: { ...op, attempt_count: attempt, first_attempt_at: current.first_attempt_at ?? now },
-      attempt,
-      owner: o.owner,
-      leaseExpiresAt: expires,
-      left: { head: { seq: last.seq, hash: last.hash, to_state: last.to_state }, transactions },
-    };
+    return claimOf(moved, current, o.owner, expires, transactions);
   });
   if ('tampered' in claimed) throw new RefusedError(claimed.tampered, 'payload_tampered');
   return claimed;
+}
+
+type ClaimOptions = Parameters<typeof claimAttempt>[2];
+
+/** The claim's move: → submitting under the new lease, its attempt's row and count, and the caller's note. */
+function claimMove(id: string, current: Operation, head: ChainHead, o: ClaimOptions, expires: Date): Move {
+  const attempt = current.attempt_count + 1;
+  return {
+    id,
+    from: current.state,
+    to: 'submitting',
+    head,
+    kind: 'attempt.started',
+    rule: o.rule,
+    detail: { attempt, idempotency_key: current.idempotency_key, ...(o.detail ?? {}) },
+    lease: { owner: o.owner, expiresAt: expires },
+    note: o.note?.(),
+    // The attempt's row and the operation's count, in the move's statement.
+    attempt: { number: attempt, idempotencyKey: current.idempotency_key, requestHash: payloadHash(current.payload) },
+  };
+}
+
+/** The claim a written move made, with what it left for the attempt's end (AttemptClaim.left). */
+function claimOf(
+  moved: Moved,
+  current: Operation,
+  owner: string,
+  expires: Date,
+  transactions: ProviderTransaction[],
+): AttemptClaim {
+  if (!moved.ok) throw moved.error;
+  const last = moved.noted ?? moved.event;
+  return {
+    op: moved.op!,
+    attempt: current.attempt_count + 1,
+    owner,
+    leaseExpiresAt: expires,
+    left: { head: { seq: last.seq, hash: last.hash, to_state: last.to_state }, transactions },
+  };
+}
+
+/**
+ * The claim on the operation as read before (ClaimView), in one transaction of one statement: the
+ * move checks the state (and a retry's held lease) under the row lock, and an event written since
+ * the read (a link always comes with one) has taken the seq its event needs, so it fails on the
+ * chain's key. Null, and nothing written, when the long way must decide: a refusal (another state,
+ * a lease held), a changed payload (which the long way records), or the statement failing. A first
+ * submit (`approved`: no lease is ever held on one) or a retry under the caller's own lease only.
+ */
+async function claimSeen(
+  ctx: CoreContext,
+  id: string,
+  o: ClaimOptions,
+  seen: ClaimView,
+  now: Date,
+  expires: Date,
+): Promise<AttemptClaim | null> {
+  const current = seen.op;
+  if (current.state !== o.from || (o.from !== 'approved' && !o.heldLease)) return null;
+  const held = current.lease_owner && current.lease_expires_at && current.lease_expires_at > now;
+  if (held && current.lease_owner !== o.heldLease) return null;
+  if (payloadTampering(current, seen.recorded)) return null;
+  // The adapter's refusal of what would be sent is the caller's answer, as on the long way: nothing written.
+  o.check?.(current);
+  try {
+    return await ctx.db.transaction(async (tx) => {
+      const move = claimMove(id, current, seen.head, o, expires);
+      const [moved] = await transitionMany(tx, [o.heldLease ? { ...move, leaseOwner: o.heldLease } : move], {
+        actor: ctx.actor,
+        auditKey: ctx.auditKey,
+        now,
+        returnRows: true,
+      });
+      const claim = claimOf(moved, current, o.owner, expires, seen.transactions);
+      // What is sent is the row as claimed: it must be the payload checked above (else the long way records it).
+      if (payloadHash(claim.op.payload) !== current.payload_hash) throw new Error(`${id}: payload changed since read`);
+      return claim;
+    });
+  } catch {
+    return null;
+  }
 }
 
 /** Claims one operation for reconciliation (`recon retry`); null when another worker holds it. */

@@ -1,6 +1,6 @@
 import type { Provider, ProviderTransaction, State, SubmitRequest, SubmitResult, Operation } from '../../types.js';
 import type { ChainHead } from '../journal/chain.js';
-import { claimAttempt, newOwnerToken, type AttemptClaim } from './claims.js';
+import { claimAttempt, newOwnerToken, type AttemptClaim, type ClaimView } from './claims.js';
 import { LeaseLostError } from '../../errors.js';
 import type { CoreContext } from '../journal/context.js';
 import { applyFoundTransaction } from '../found/apply.js';
@@ -57,6 +57,8 @@ export async function submitOperation(
     heldLease?: string;
     /** An event to write with `attempt.started`, in its statement (claimAttempt's `note`). */
     note?: () => Move['note'];
+    /** The operation as the caller has just read it (readForClaim): claimed on, without a read of its own. */
+    seen?: ClaimView;
   } = {},
 ): Promise<SubmitOutcome> {
   const claim = await claimAttempt(ctx, id, {
@@ -68,6 +70,7 @@ export async function submitOperation(
     heldLease: o.heldLease,
     check: (op) => provider.validatePayload?.(submitRequest(op)),
     note: o.note,
+    seen: o.seen,
   });
   const result = await send(provider, claim);
   try {
