@@ -2,11 +2,13 @@
  * `ops list --unresolved --limit 50` on a large store: the query listOperations builds for the
  * unresolved filter must be served by the partial index `operations_unresolved_idx`, on PostgreSQL
  * and on PGlite. Baseline: the same query with index scans switched off (a sequential scan and a
- * top-N sort), measured in the same run.
+ * top-N sort), measured in the same run. On the same store, the re-plan guard's read that every
+ * proposal makes (measureGuard).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { holderOf } from '../../src/core/intake/replan.js';
 import { listOperations } from '../../src/core/journal/operations.js';
 import type { Db, Queryable } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
@@ -120,6 +122,75 @@ async function measure(db: Db, backend: string, rows: number): Promise<BenchRow[
   ];
 }
 
+/**
+ * The re-plan guard's read (holderOf), which every proposal makes, for a payment intent no operation
+ * has (the usual answer: no holder), on the same store: served by the payload's target index
+ * (migration 0006), not by reading the whole history. Baseline: the same statement, index scans off.
+ */
+async function measureGuard(db: Db, backend: string, rows: number): Promise<BenchRow[]> {
+  const cap = capturing(db);
+  const proposal = (k: number) => ({
+    id: `op-new-${k}`,
+    provider: 'stripe',
+    action: 'refund',
+    payload: { amount: 1000, currency: 'usd', payment_intent: `pi_new_${k}` },
+    client_reference: null,
+  });
+  if ((await holderOf(cap.q, proposal(0), 'stripe')) !== null) throw new Error(`${backend}: a holder for a new target`);
+  const { sql, params } = cap.last();
+  const held = await holderOf(
+    db,
+    { ...proposal(0), payload: { ...proposal(0).payload, payment_intent: 'pi_500' } },
+    'stripe',
+  );
+  if (held?.id !== 'op-500') throw new Error(`${backend}: the guard did not find op-500 for pi_500 (${held?.id})`);
+  const times: number[] = [];
+  for (let i = 1; i <= RUNS; i++) {
+    const t0 = performance.now();
+    await holderOf(db, proposal(i), 'stripe');
+    times.push(performance.now() - t0);
+  }
+  const plan = (await db.query<Record<string, string>>(`EXPLAIN ${sql}`, params)).rows
+    .map((r) => Object.values(r)[0])
+    .join('\n');
+  const usesIndex = plan.includes('operations_payment_intent_idx');
+  const seq: number[] = [];
+  for (let i = 0; i < (backend === 'pglite' ? 3 : 5); i++) {
+    const t0 = performance.now();
+    await db.transaction(async (tx) => {
+      await tx.query('SET LOCAL enable_indexscan = off');
+      await tx.query('SET LOCAL enable_bitmapscan = off');
+      await tx.query('SET LOCAL enable_indexonlyscan = off');
+      await tx.query(sql, params);
+    });
+    seq.push(performance.now() - t0);
+  }
+  const target = backend === 'postgres' ? 50 : 300;
+  const m = median(times);
+  return [
+    {
+      bench: 'list-unresolved',
+      name: `re-plan guard read of a proposal (no holder), ${backend}, ${rows.toLocaleString('en')} ops (median of ${RUNS})`,
+      value: round(m),
+      unit: 'ms',
+      target: `< ${target} ms`,
+      baseline: round(median(seq)),
+      baseline_of: 'same statement, index scans off',
+      pass: m < target,
+    },
+    {
+      bench: 'list-unresolved',
+      name: `EXPLAIN of the re-plan guard uses operations_payment_intent_idx, ${backend}`,
+      value: usesIndex ? 1 : 0,
+      unit: 'bool',
+      target: '= 1',
+      baseline: null,
+      pass: usesIndex,
+      note: usesIndex ? undefined : plan.replace(/\s+/g, ' '),
+    },
+  ];
+}
+
 export const listUnresolved: Benchmark = {
   name: 'list-unresolved',
   async run(ctx: BenchContext) {
@@ -133,7 +204,7 @@ export const listUnresolved: Benchmark = {
         const t0 = performance.now();
         await load(db, pgRows);
         ctx.log(`  postgres: loaded ${pgRows} operations in ${Math.round(performance.now() - t0)} ms`);
-        rows.push(...(await measure(db, 'postgres', pgRows)));
+        rows.push(...(await measure(db, 'postgres', pgRows)), ...(await measureGuard(db, 'postgres', pgRows)));
       } finally {
         await db.close();
       }
@@ -146,7 +217,7 @@ export const listUnresolved: Benchmark = {
         const t0 = performance.now();
         await load(db, liteRows);
         ctx.log(`  pglite: loaded ${liteRows} operations in ${Math.round(performance.now() - t0)} ms`);
-        rows.push(...(await measure(db, 'pglite', liteRows)));
+        rows.push(...(await measure(db, 'pglite', liteRows)), ...(await measureGuard(db, 'pglite', liteRows)));
       } finally {
         await db.close();
         fs.rmSync(dir, { recursive: true, force: true });
