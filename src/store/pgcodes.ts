@@ -17,6 +17,11 @@ export const ADMIN_SHUTDOWN = '57P01';
 /** The server is restarting after a crash or an immediate shutdown (`pg_ctl stop -m immediate`). */
 export const CRASH_SHUTDOWN = '57P02';
 
+/** A row's key already taken (an audit event's (operation_id, seq): the chain's head moved). */
+export const UNIQUE_VIOLATION = '23505';
+/** The move statement's links part aborts this way when a transaction was linked elsewhere meanwhile. */
+export const DIVISION_BY_ZERO = '22012';
+
 /** The SQLSTATE of a database error, or undefined for anything else. */
 export function pgCode(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;

@@ -359,6 +359,52 @@ describeWorld('what submit sends', (suite) => {
     expect(await attemptsOf(w.db, 'refund:seen_3')).toEqual([]);
     expect((await verifyChains(w.db)).ok).toBe(true);
   });
+
+  it("a payload_hash or idempotency key changed between the read and the claim: the long way decides, nothing is sent on the read's word", async () => {
+    const w = await suite.stripeWorld();
+    const [pi1, pi2] = await w.recordRefunds([
+      { id: 'refund:seen_4', amount: 1500 },
+      { id: 'refund:seen_5', amount: 1500 },
+    ]);
+    const seen4 = (await readForClaim(w.db, 'refund:seen_4'))!;
+    await w.db.query(`UPDATE recon.operations SET payload_hash = repeat('0', 64) WHERE id = 'refund:seen_4'`);
+    const err = await submitOperation(w.ctx, w.stripe, 'refund:seen_4', { seen: seen4 }).catch((e) => e);
+    expect(err).toBeInstanceOf(RefusedError);
+    expect(w.sandbox.refunds({ payment_intent: pi1 })).toEqual([]);
+    expect(await getOperation(w.db, 'refund:seen_4')).toMatchObject({
+      state: 'needs_review',
+      review_reason: 'payload_tampered',
+    });
+
+    // A key changed behind recon's back: what is sent and what the attempt records are the same key.
+    const seen5 = (await readForClaim(w.db, 'refund:seen_5'))!;
+    await w.db.query(`UPDATE recon.operations SET idempotency_key = 'changed-key' WHERE id = 'refund:seen_5'`);
+    const r = await submitOperation(w.ctx, w.stripe, 'refund:seen_5', { seen: seen5 });
+    const [attempt] = await attemptsOf(w.db, 'refund:seen_5');
+    expect(attempt.idempotency_key).toBe(r.operation.idempotency_key);
+    const started = (await eventsOf(w.db, 'refund:seen_5')).find((e) => e.kind === 'attempt.started')!;
+    expect(started.detail.idempotency_key).toBe(r.operation.idempotency_key);
+    expect(w.sandbox.refunds({ payment_intent: pi2 })).toHaveLength(1);
+  });
+
+  it("a store error at the one-statement end is the caller's, as on the long way: not read as a lost lease, the operation left to its lease", async () => {
+    const w = await suite.stripeWorld();
+    const [pi] = await w.recordRefunds([{ id: 'refund:end_4', amount: 1500 }]);
+    const claim = await claimAttempt(w.ctx, 'refund:end_4', {
+      owner: 'A',
+      leaseMs: 60_000,
+      from: 'approved',
+      rule: 'submit.first_attempt',
+    });
+    const answer = await w.stripe.submit(submitRequest(claim.op));
+    const failing: Db = Object.create(w.db);
+    failing.query = () => Promise.reject(Object.assign(new Error('terminating connection'), { code: '57P01' }));
+    const err = await finishAttempt({ ...w.ctx, db: failing }, w.stripe, claim, answer).catch((e) => e);
+    expect(err).not.toBeInstanceOf(LeaseLostError);
+    expect(err.message).toMatch(/terminating connection/);
+    expect(await getOperation(w.db, 'refund:end_4')).toMatchObject({ state: 'submitting', lease_owner: 'A' });
+    expect(w.sandbox.refunds({ payment_intent: pi })).toHaveLength(1);
+  });
 });
 
 describeWorld(

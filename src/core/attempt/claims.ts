@@ -6,7 +6,7 @@ import { NotFoundError, RefusedError } from '../../errors.js';
 import { GENESIS_HASH, type ChainHead } from '../journal/chain.js';
 import { listOperations, rowToOperation, transactionsAndHead, type OperationRow } from '../journal/operations.js';
 import { isInFlight, RECONCILABLE_SQL, RECONCILABLE_STATES, UNRESOLVED_SQL } from '../journal/states.js';
-import { transition, transitionMany, type Move, type Moved } from '../journal/transition.js';
+import { movedOn, transition, transitionMany, type Move, type Moved } from '../journal/transition.js';
 
 /**
  * Claims (graphile-worker style): a claim is a lease — an owner token and an expiry — taken in
@@ -411,12 +411,21 @@ async function claimSeen(
         returnRows: true,
       });
       const claim = claimOf(moved, current, o.owner, expires, seen.transactions);
-      // What is sent is the row as claimed: it must be the payload checked above (else the long way records it).
-      if (payloadHash(claim.op.payload) !== current.payload_hash) throw new Error(`${id}: payload changed since read`);
+      // What is sent is the row as claimed: its payload, hash and key must be those checked above (else
+      // the long way decides, and records a payload changed behind recon's back).
+      const sent = claim.op;
+      if (
+        payloadHash(sent.payload) !== current.payload_hash ||
+        sent.payload_hash !== current.payload_hash ||
+        sent.idempotency_key !== current.idempotency_key
+      )
+        throw new RefusedError(`operation ${id} was changed in the store since it was read`, 'state_machine');
       return claim;
     });
-  } catch {
-    return null;
+  } catch (err) {
+    // Written since the read, or refused under the row lock: the long way decides. A store error is the caller's.
+    if (movedOn(err)) return null;
+    throw err;
   }
 }
 

@@ -7,7 +7,7 @@ import { applyFoundTransaction } from '../found/apply.js';
 import { classifyFound } from '../found/classify.js';
 import { getOperation, lockOperation, transactionsAndHead } from '../journal/operations.js';
 import { linkTransaction } from '../journal/links.js';
-import { assertLease, transitionMany, type Move } from '../journal/transition.js';
+import { assertLease, movedOn, transitionMany, type Move } from '../journal/transition.js';
 
 /** SPEC §3: the state a classified submit result moves the operation to. */
 function stateForSubmit(r: SubmitResult): State {
@@ -196,8 +196,10 @@ async function writeResult(
       if (txn && !txnIds.includes(txn.provider_id)) txnIds.push(txn.provider_id);
       return { operation: moved.op!, txnIds };
     }
-  } catch {
-    // Written since the claim, linked elsewhere, or the store failed: nothing of the short way stands.
+  } catch (err) {
+    // Written since the claim, or linked elsewhere: nothing of the short way stands. A store error is
+    // the caller's, as on the long way (it may have committed: the long way would read a lost lease).
+    if (!movedOn(err)) throw err;
   }
   return ctx.db.transaction(async (tx) => {
     const now = ctx.now();

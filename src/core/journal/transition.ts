@@ -1,5 +1,6 @@
 import { LeaseLostError, NotFoundError, RefusedError } from '../../errors.js';
 import type { Queryable } from '../../store/db.js';
+import { DIVISION_BY_ZERO, pgCode, UNIQUE_VIOLATION } from '../../store/pgcodes.js';
 import type { AuditEvent, LinkedVia, ObservationResult, Operation, ProviderTxn, State } from '../../types.js';
 import type { AuditKey } from '../../lib/keyed-hash.js';
 import { chainEvent, chainHeads, insertEventsSql, type ChainHead } from './chain.js';
@@ -115,6 +116,25 @@ export interface Move {
 export type Moved = { ok: true; event: AuditEvent; noted?: AuditEvent; op?: Operation } | { ok: false; error: Error };
 
 type Locked = Pick<Operation, 'id' | 'state' | 'lease_owner' | 'lease_expires_at'>;
+
+/**
+ * Whether a move failed because the operation moved on since what its caller read: another writer's
+ * event took the seq the move's event needed (the chain's key), a transaction it links was linked
+ * to another operation meanwhile (the links part), or its checks under the row lock refused it
+ * (state, lease, gone). A caller that wrote on what it had read (a claim on readForClaim's view, an
+ * attempt's end on what its claim left) then decides the long way, under the row lock; any other
+ * error (the store's) is its caller's, as it was on the long way.
+ */
+export function movedOn(err: unknown): boolean {
+  const code = pgCode(err);
+  return (
+    code === UNIQUE_VIOLATION ||
+    code === DIVISION_BY_ZERO ||
+    err instanceof RefusedError ||
+    err instanceof LeaseLostError ||
+    err instanceof NotFoundError
+  );
+}
 
 /** Throws LeaseLostError unless `owner` holds an unexpired lease on `op`. */
 export function assertLease(
