@@ -195,9 +195,9 @@ export const listUnresolved: Benchmark = {
   name: 'list-unresolved',
   async run(ctx: BenchContext) {
     const rows: BenchRow[] = [];
-    // --quick loads 200k rows on PostgreSQL and 100k on PGlite to stay within its budget; the full run
+    // --quick loads 100k rows on PostgreSQL and 50k on PGlite to stay within its 2 minutes; the full run
     // loads 1M on PostgreSQL and 200k on PGlite (whose load alone took 2 minutes at 1M on 2 busy cores).
-    const pgRows = ctx.quick ? 200_000 : 1_000_000;
+    const pgRows = ctx.quick ? 100_000 : 1_000_000;
     {
       const { db } = await freshPgStore(ctx);
       try {
@@ -210,7 +210,7 @@ export const listUnresolved: Benchmark = {
       }
     }
     {
-      const liteRows = ctx.quick ? 100_000 : 200_000;
+      const liteRows = ctx.quick ? 50_000 : 200_000;
       const dir = mkdir(ctx, 'pglite-list');
       const db = await openStore(`pglite:${path.join(dir, 'db')}`);
       try {
