@@ -65,6 +65,28 @@ function capturing(db: Db): { q: Queryable; last: () => { sql: string; params: u
   };
 }
 
+/** The plan PostgreSQL gives a captured statement (EXPLAIN), one line per node. */
+async function explain(db: Db, sql: string, params: unknown[]): Promise<string> {
+  const r = await db.query<Record<string, string>>(`EXPLAIN ${sql}`, params);
+  return r.rows.map((row) => Object.values(row)[0]).join('\n');
+}
+
+/** The baseline: the same statement `runs` times with index scans off (a sequential scan), each time in ms. */
+async function withoutIndexes(db: Db, sql: string, params: unknown[], runs: number): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    await db.transaction(async (tx) => {
+      await tx.query('SET LOCAL enable_indexscan = off');
+      await tx.query('SET LOCAL enable_bitmapscan = off');
+      await tx.query('SET LOCAL enable_indexonlyscan = off');
+      await tx.query(sql, params);
+    });
+    times.push(performance.now() - t0);
+  }
+  return times;
+}
+
 async function measure(db: Db, backend: string, rows: number): Promise<BenchRow[]> {
   const cap = capturing(db);
   const filter = { states: [...UNRESOLVED_STATES], limit: 50 };
@@ -79,23 +101,9 @@ async function measure(db: Db, backend: string, rows: number): Promise<BenchRow[
     await listOperations(db, filter);
     indexed.push(performance.now() - t0);
   }
-  const plan = (await db.query<Record<string, string>>(`EXPLAIN ${sql}`, params)).rows
-    .map((r) => Object.values(r)[0])
-    .join('\n');
+  const plan = await explain(db, sql, params);
   const usesIndex = plan.includes('operations_unresolved_idx');
-
-  const seq: number[] = [];
-  const baselineRuns = backend === 'pglite' ? 5 : 10;
-  for (let i = 0; i < baselineRuns; i++) {
-    const t0 = performance.now();
-    await db.transaction(async (tx) => {
-      await tx.query('SET LOCAL enable_indexscan = off');
-      await tx.query('SET LOCAL enable_bitmapscan = off');
-      await tx.query('SET LOCAL enable_indexonlyscan = off');
-      await tx.query(sql, params);
-    });
-    seq.push(performance.now() - t0);
-  }
+  const seq = await withoutIndexes(db, sql, params, backend === 'pglite' ? 5 : 10);
   const target = backend === 'postgres' ? 50 : 300;
   const m = median(indexed);
   return [
@@ -150,21 +158,9 @@ async function measureGuard(db: Db, backend: string, rows: number): Promise<Benc
     await holderOf(db, proposal(i), 'stripe');
     times.push(performance.now() - t0);
   }
-  const plan = (await db.query<Record<string, string>>(`EXPLAIN ${sql}`, params)).rows
-    .map((r) => Object.values(r)[0])
-    .join('\n');
+  const plan = await explain(db, sql, params);
   const usesIndex = plan.includes('operations_payment_intent_idx');
-  const seq: number[] = [];
-  for (let i = 0; i < (backend === 'pglite' ? 3 : 5); i++) {
-    const t0 = performance.now();
-    await db.transaction(async (tx) => {
-      await tx.query('SET LOCAL enable_indexscan = off');
-      await tx.query('SET LOCAL enable_bitmapscan = off');
-      await tx.query('SET LOCAL enable_indexonlyscan = off');
-      await tx.query(sql, params);
-    });
-    seq.push(performance.now() - t0);
-  }
+  const seq = await withoutIndexes(db, sql, params, backend === 'pglite' ? 3 : 5);
   const target = backend === 'postgres' ? 50 : 300;
   const m = median(times);
   return [
