@@ -3,8 +3,15 @@ import type { Operation, ProviderTransaction, State } from '../../types.js';
 import { payloadHash } from '../../lib/canonical.js';
 import type { CoreContext } from '../journal/context.js';
 import { NotFoundError, RefusedError } from '../../errors.js';
-import { GENESIS_HASH, type ChainHead } from '../journal/chain.js';
-import { listOperations, rowToOperation, transactionsAndHead, type OperationRow } from '../journal/operations.js';
+import { headOf, type ChainHead } from '../journal/chain.js';
+import {
+  listOperations,
+  rowToOperation,
+  rowToTransaction,
+  transactionsAndHead,
+  type OperationRow,
+  type TransactionRow,
+} from '../journal/operations.js';
 import { isInFlight, RECONCILABLE_SQL, RECONCILABLE_STATES, UNRESOLVED_SQL } from '../journal/states.js';
 import { movedOn, transition, transitionMany, type Move, type Moved } from '../journal/transition.js';
 
@@ -211,7 +218,7 @@ export async function readForClaim(q: Queryable, id: string): Promise<ClaimView 
       head_seq: number | null;
       head_hash: string | null;
       head_to_state: State | null;
-      linked: (Omit<ProviderTransaction, 'created' | 'linked_at'> & { created: string | null; linked_at: string })[];
+      linked: (Omit<TransactionRow, 'created' | 'linked_at'> & { created: string | null; linked_at: string })[];
     }
   >(
     `SELECT o.*,
@@ -231,17 +238,15 @@ export async function readForClaim(q: Queryable, id: string): Promise<ClaimView 
   return {
     op: rowToOperation(row),
     recorded: row.recorded_payload_hash,
-    head:
-      row.head_seq === null
-        ? { seq: 0, hash: GENESIS_HASH, to_state: null }
-        : { seq: Number(row.head_seq), hash: row.head_hash!, to_state: row.head_to_state },
-    transactions: row.linked.map((t) => ({
-      ...t,
-      amount: t.amount === null ? null : Number(t.amount),
-      client_reference: null,
-      created: t.created === null ? null : new Date(t.created),
-      linked_at: new Date(t.linked_at),
-    })),
+    head: headOf(row.head_seq, row.head_hash, row.head_to_state),
+    // JSON's timestamps are strings: as Dates, the links are the rows transactionsAndHead reads.
+    transactions: row.linked.map((t) =>
+      rowToTransaction({
+        ...t,
+        created: t.created === null ? null : new Date(t.created),
+        linked_at: new Date(t.linked_at),
+      }),
+    ),
   };
 }
 
@@ -332,7 +337,6 @@ export async function claimAttempt(
       now,
       returnRows: true,
     });
-    if (!moved.ok) throw moved.error;
     return claimOf(moved, current, o.owner, expires, transactions);
   });
   if ('tampered' in claimed) throw new RefusedError(claimed.tampered, 'payload_tampered');

@@ -157,10 +157,10 @@ async function finish(
  * events, the transactions linked then), with no row lock or read of its own. The statement checks
  * the lease and the state under the row lock; an event written for the operation since the claim (a
  * link always comes with one) has taken the seq the move's event needs, and a transaction linked to
- * another operation fails the link: either fails the statement as a whole. Then, or on any other
- * error, the long way decides as before: the row lock, the lease, the head and the links read again,
- * the attempt's row ended on its own (a transaction linked elsewhere is not re-pointed).
- * execute_action's end: 6 statements → 1.
+ * another operation fails the link: either fails the statement as a whole. Then (movedOn) the long
+ * way decides as before: the row lock, the lease, the head and the links read again, the link made on
+ * its own (a transaction linked elsewhere is not re-pointed). A store error is the caller's, as it
+ * was. execute_action's end: 6 statements → 1.
  */
 async function writeResult(
   ctx: CoreContext,

@@ -99,12 +99,20 @@ export interface ChainHead {
   to_state?: State | null;
 }
 
+/** A chain's head as a statement read it: its last event's seq, hash and state, or none yet (the genesis). */
+export function headOf(seq: number | string | null, hash: string | null, toState: State | null): ChainHead {
+  return seq === null
+    ? { seq: 0, hash: GENESIS_HASH, to_state: null }
+    : { seq: Number(seq), hash: hash!, to_state: toState };
+}
+
 /**
- * The head of each operation's chain (genesis for none), one query: the one reader of chain heads.
- * A head is final only while its reader holds the operation's row lock (every chain writer does
- * while it appends), read in a statement that began after the lock was granted: under READ
- * COMMITTED a statement's snapshot predates any wait for a lock, so reading the head in the
- * locking statement itself could miss an event appended by the writer it waited for.
+ * The head of each operation's chain (genesis for none), one query. A head is final only while its
+ * reader holds the operation's row lock (every chain writer does while it appends), read in a
+ * statement that began after the lock was granted: under READ COMMITTED a statement's snapshot
+ * predates any wait for a lock, so reading the head in the locking statement itself could miss an
+ * event appended by the writer it waited for. (transactionsAndHead reads it with the links under
+ * the lock; readForClaim without one, for a claim whose event the chain's key refuses if it moved.)
  */
 export async function chainHeads(q: Queryable, ids: string[]): Promise<Map<string, ChainHead>> {
   const r = await q.query<{ id: string; seq: number | null; hash: string | null; to_state: State | null }>(
@@ -113,14 +121,7 @@ export async function chainHeads(q: Queryable, ids: string[]): Promise<Map<strin
                            ORDER BY seq DESC LIMIT 1) e ON true`,
     [ids],
   );
-  return new Map(
-    r.rows.map((h) => [
-      h.id,
-      h.seq === null
-        ? { seq: 0, hash: GENESIS_HASH, to_state: null }
-        : { seq: Number(h.seq), hash: h.hash!, to_state: h.to_state },
-    ]),
-  );
+  return new Map(r.rows.map((h) => [h.id, headOf(h.seq, h.hash, h.to_state)]));
 }
 
 /**

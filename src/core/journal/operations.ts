@@ -13,7 +13,7 @@ import {
   type ProviderTransaction,
   type State,
 } from '../../types.js';
-import { GENESIS_HASH, type ChainHead } from './chain.js';
+import { headOf, type ChainHead } from './chain.js';
 import { isUnresolved, UNRESOLVED_SQL } from './states.js';
 
 /** A recon.operations row: bigint columns may come back as strings, hence the Number() below. */
@@ -22,7 +22,9 @@ export type OperationRow = Omit<Operation, 'amount' | 'attempt_count'> & {
   attempt_count: number | string;
 };
 type AttemptRow = Omit<Attempt, 'number'> & { number: number | string };
-type TransactionRow = Omit<ProviderTransaction, 'amount' | 'client_reference'> & { amount: number | string | null };
+export type TransactionRow = Omit<ProviderTransaction, 'amount' | 'client_reference'> & {
+  amount: number | string | null;
+};
 export type ObservationRow = Omit<Observation, 'detail'> & { detail: Observation['detail'] | null };
 
 /** Row → Operation. Both backends return timestamptz as Date and (with our parsers) bigint as number. */
@@ -221,15 +223,12 @@ export async function transactionsAndHead(
     [id],
   );
   const first = r.rows[0];
-  const head =
-    !first || first.head_seq === null
-      ? { seq: 0, hash: GENESIS_HASH, to_state: null }
-      : { seq: Number(first.head_seq), hash: first.head_hash!, to_state: first.head_to_state };
+  const head = headOf(first?.head_seq ?? null, first?.head_hash ?? null, first?.head_to_state ?? null);
   const transactions = r.rows.filter((t) => t.provider_id != null).map((t) => rowToTransaction(t as TransactionRow));
   return { transactions, head };
 }
 
-function rowToTransaction(t: TransactionRow): ProviderTransaction {
+export function rowToTransaction(t: TransactionRow): ProviderTransaction {
   return {
     provider: t.provider,
     provider_id: t.provider_id,

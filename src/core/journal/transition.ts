@@ -314,7 +314,7 @@ interface MovesShape {
  * lock (FOR UPDATE, in id order) and writes only those that pass: the lease unexpired when one is
  * required, and the state the caller saw. The others are returned with what the lock found.
  *
- * The observations', links' and notes' parts are in the statement only when some move has one:
+ * The observations', links', notes' and attempts' parts are in the statement only when some move has one:
  * PostgreSQL plans the whole statement at every execution (no prepared statements: they do not
  * survive a pooler in transaction mode), and planning it with all of them took 0.7 ms where a move
  * with none (an attempt's claim, most of execute_action's) takes 0.23 ms (EXPLAIN's planning time,
@@ -322,10 +322,10 @@ interface MovesShape {
  * attempt ends' five: each group only in the shapes that have its part.
  */
 const WRITE_MOVES = (s: MovesShape) => {
-  const link = (k: number) => `$${24 + k}`;
-  const note = (k: number) => `$${(s.links ? 33 : 24) + k}`;
-  const attempt = (k: number) => `$${24 + (s.links ? 9 : 0) + (s.notes ? 8 : 0) + k}`;
-  const attemptEnd = (k: number) => `$${24 + (s.links ? 9 : 0) + (s.notes ? 8 : 0) + (s.attempts ? 4 : 0) + k}`;
+  const link = placeholders(s, 'links');
+  const note = placeholders(s, 'notes');
+  const attempt = placeholders(s, 'attempts');
+  const attemptEnd = placeholders(s, 'attemptEnds');
   return `
 WITH u AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::text[], $7::text[],
@@ -447,6 +447,24 @@ SELECT l.id AS locked_id, l.state AS locked_state, l.lease_owner AS locked_lease
        up.*
   FROM locked l LEFT JOIN updated up ON up.id = l.id`;
 };
+
+/** The optional parts' parameters, in the order writeMoves pushes them after the moves' $1–$23. */
+const PART_PARAMS = [
+  ['links', 9],
+  ['notes', 8],
+  ['attempts', 4],
+  ['attemptEnds', 5],
+] as const;
+
+/** `$n` of a part's k-th parameter in shape `s`: after the moves' and those of the earlier parts it has. */
+function placeholders(s: MovesShape, part: (typeof PART_PARAMS)[number][0]): (k: number) => string {
+  let first = 24;
+  for (const [name, count] of PART_PARAMS) {
+    if (name === part) break;
+    if (s[name]) first += count;
+  }
+  return (k) => `$${first + k}`;
+}
 
 /** Each shape's statement, built once. */
 const movesSql = new Map<string, string>();
