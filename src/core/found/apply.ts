@@ -92,6 +92,19 @@ export async function applyFoundTransactions(
   return applyFound(tx, items, o, false);
 }
 
+/**
+ * The links of the operations ($1) and of the transactions found ($2, $3): each arm from its own
+ * index (operation_id; the primary key). Written as one WHERE with OR, the transactions' arm was a
+ * filter the planner could only apply to every row: each webhook group read every link in the store
+ * (5 ms a group at 20,000 links, and growing; test/integration/webhook-groups.test.ts).
+ */
+const LINKED_OR_HELD = `
+SELECT provider, provider_id, operation_id, state FROM recon.provider_transactions WHERE operation_id = ANY($1::text[])
+UNION
+SELECT t.provider, t.provider_id, t.operation_id, t.state
+  FROM unnest($2::text[], $3::text[]) AS u(provider, provider_id)
+  JOIN recon.provider_transactions t ON t.provider = u.provider AND t.provider_id = u.provider_id`;
+
 /** What one item writes to its operation's chain, in order: a note, or a move. */
 type Step = { note: { kind: string; detail: Record<string, unknown> } } | { move: Move & { from: State } };
 
@@ -114,9 +127,7 @@ async function applyFound(
   const heads = await chainHeads(tx, [...ops.keys()]);
   // Who holds each transaction (null: another operation, unknown), and what each operation has linked: one read for all.
   const linkedRows = await tx.query<{ provider: string; provider_id: string; operation_id: string; state: string }>(
-    `SELECT provider, provider_id, operation_id, state FROM recon.provider_transactions
-      WHERE operation_id = ANY($1::text[])
-         OR (provider, provider_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))`,
+    LINKED_OR_HELD,
     [[...ops.keys()], items.map((it) => it.provider), items.map((it) => it.txn.provider_id)],
   );
   const owner = new Map<string, string | null>();
