@@ -18,6 +18,27 @@ export interface Queryable {
   query<T>(sql: string, params?: unknown[]): Promise<QueryResult<T>>;
 }
 
+/** The statements registered with keepPlan. */
+const kept = new Set<string>();
+
+/**
+ * Marks a statement (its exact text) as one whose plan a PostgreSQL session may keep: it is sent
+ * as a named, prepared statement once the store's connections are known to be sessions of their
+ * own (not a transaction-mode pooler's), so the server parses and plans it once per session rather
+ * than at every execution. For statements run often whose best plan does not depend on their
+ * parameters' values (rows by id); and for constant texts or a bounded set of them, since each
+ * is kept by every session that runs it. Returns `sql`.
+ */
+export function keepPlan(sql: string): string {
+  kept.add(sql);
+  return sql;
+}
+
+/** Whether keepPlan registered `sql`. */
+export function planKept(sql: string): boolean {
+  return kept.has(sql);
+}
+
 export interface Db extends Queryable {
   kind: 'postgres' | 'pglite';
   /** The URL with any password redacted, for messages. */

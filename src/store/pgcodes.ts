@@ -22,6 +22,13 @@ export const UNIQUE_VIOLATION = '23505';
 /** The move statement's links part aborts this way when a transaction was linked elsewhere meanwhile. */
 export const DIVISION_BY_ZERO = '22012';
 
+/** A named (prepared) statement the session does not have: another session's, behind a pooler. */
+export const INVALID_SQL_STATEMENT_NAME = '26000';
+/** A named statement the session already has (prepared by another client, behind a pooler). */
+export const DUPLICATE_PREPARED_STATEMENT = '42P05';
+/** Among others, "cached plan must not change result type": a prepared statement's table changed shape. */
+export const FEATURE_NOT_SUPPORTED = '0A000';
+
 /** The SQLSTATE of a database error, or undefined for anything else. */
 export function pgCode(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;

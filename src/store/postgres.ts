@@ -2,9 +2,10 @@
  * The PostgreSQL backend: a `pg` pool. `pg` is imported lazily so that commands which never
  * open a store (`--version`, `--help`) do not load it.
  */
-import type { Pool, PoolClient, QueryResult as PgResult } from 'pg';
+import { createHash } from 'node:crypto';
+import type { Pool, PoolClient, QueryConfig, QueryResult as PgResult } from 'pg';
 import { StoreLockedError } from '../errors.js';
-import type { Db, Queryable, QueryResult } from './db.js';
+import { planKept, type Db, type Queryable, type QueryResult } from './db.js';
 import { REDACTED, redact, registerSecret } from '../config/redact.js';
 import * as codes from './pgcodes.js';
 
@@ -44,6 +45,11 @@ export interface PostgresOptions {
   max?: number;
   /** How long to wait for a connection before reporting the store unreachable; default 10s. */
   connectionTimeoutMillis?: number;
+  /**
+   * Send the statements registered with keepPlan as named (prepared) statements once the
+   * connections are known to be sessions of their own; default true. See `namedStatements`.
+   */
+  namedStatements?: boolean;
 }
 
 /**
@@ -103,14 +109,24 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
 
   const wrap = (err: unknown): unknown => toStoreError(err, displayUrl, password);
   let closed = false;
+  const named = namedStatements(() => db.sharesSessions!(), opts.namedStatements !== false);
 
   const db: Db = {
     kind: 'postgres',
     displayUrl,
     async query<T>(sql: string, params?: unknown[]) {
+      const config = named.config(sql, params);
       try {
-        return normalise<T>(await pool.query(sql, params));
+        return normalise<T>(await pool.query(config));
       } catch (err) {
+        // The statement was refused before it ran (Parse or Bind): sent again, unnamed, it runs once.
+        if (named.refused(config, err)) {
+          try {
+            return normalise<T>(await pool.query(sql, params));
+          } catch (again) {
+            throw wrap(again);
+          }
+        }
         throw wrap(err);
       }
     },
@@ -137,9 +153,12 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       const tx: Queryable = {
         async query<R>(sql: string, params?: unknown[]) {
           if (lost !== undefined) throw wrap(lost);
+          const config = named.config(sql, params);
           try {
-            return normalise<R>(await clientQuery(client, sql, params));
+            return normalise<R>(await clientQuery(client, config));
           } catch (err) {
+            // In a transaction the refusal has aborted it: the caller's, as any failed statement.
+            named.refused(config, err);
             // As pg's promise path did: a stack that leads back to the code that made the query
             // (await keeps the async callers), not one that starts in the socket's data handler.
             if (err instanceof Error) Error.captureStackTrace(err);
@@ -196,10 +215,72 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     async close() {
       if (closed) return;
       closed = true;
+      await named.settled();
       await pool.end();
     },
   };
   return db;
+}
+
+/** Named statements kept per pool: beyond these, keepPlan's statements are sent unnamed. */
+const MAX_NAMED = 256;
+
+/**
+ * When a pool sends keepPlan's statements named. A session keeps a named statement's parse and plan
+ * (after five executions PostgreSQL may keep one generic plan), where an unnamed one is parsed and
+ * planned at every execution: the move statement took 2 ms of its 3 ms to parse and plan
+ * (log_min_duration_statement, npm run bench agents), and execute_action sends it twice.
+ *
+ * A transaction-mode pooler (PgBouncer before 1.21) hands each transaction any server session, so
+ * a statement prepared on one is missing on the next. So, unnamed until `sharesSessions` (run once,
+ * in the background, at the pool's first such statement) has found sessions of our own; named
+ * after. A name is the hash of the text, so one name is always one statement, whichever session
+ * holds it. Should a session refuse a name anyway (missing, already there, or its table changed
+ * shape since it was prepared, as after a migration), the pool sends unnamed from then on.
+ */
+function namedStatements(sharesSessions: () => Promise<boolean>, enabled: boolean) {
+  let state: 'unknown' | 'probing' | 'on' | 'off' = enabled ? 'unknown' : 'off';
+  let probe: Promise<void> | undefined;
+  const names = new Map<string, string>();
+  return {
+    config(sql: string, params?: unknown[]): QueryConfig {
+      if (state === 'off' || !params?.length || !planKept(sql)) return { text: sql, values: params };
+      if (state === 'unknown') {
+        state = 'probing';
+        probe = sharesSessions().then(
+          (shared) => {
+            if (state === 'probing') state = shared ? 'off' : 'on';
+          },
+          () => {
+            state = 'off';
+          },
+        );
+      }
+      if (state !== 'on') return { text: sql, values: params };
+      let name = names.get(sql);
+      if (name === undefined) {
+        if (names.size >= MAX_NAMED) return { text: sql, values: params };
+        name = `recon_${createHash('sha256').update(sql).digest('hex').slice(0, 32)}`;
+        names.set(sql, name);
+      }
+      return { name, text: sql, values: params };
+    },
+    /** True (and unnamed from now on) when `err` is a session refusing the named statement of `config`. */
+    refused(config: QueryConfig, err: unknown): boolean {
+      if (!config.name) return false;
+      const code = codes.pgCode(err);
+      const refusal =
+        code === codes.INVALID_SQL_STATEMENT_NAME ||
+        code === codes.DUPLICATE_PREPARED_STATEMENT ||
+        (code === codes.FEATURE_NOT_SUPPORTED && /cached plan/i.test((err as Error).message));
+      if (refusal) state = 'off';
+      return refusal;
+    },
+    /** Waits for the sessions' probe, if one is running (its connections are closed when it ends). */
+    async settled(): Promise<void> {
+      await probe;
+    },
+  };
 }
 
 /**
@@ -209,11 +290,9 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
  * a million refunds: 7 MB; `pool.query` already takes the callback path and promotes none;
  * node --trace-gc-nvp).
  */
-function clientQuery(client: PoolClient, sql: string, params?: unknown[]): Promise<PgResult | PgResult[]> {
+function clientQuery(client: PoolClient, config: QueryConfig): Promise<PgResult | PgResult[]> {
   return new Promise((resolve, reject) => {
-    client.query(sql, params ?? [], (err: Error | undefined, res: PgResult | PgResult[]) =>
-      err ? reject(err) : resolve(res),
-    );
+    client.query(config, (err: Error | undefined, res: PgResult | PgResult[]) => (err ? reject(err) : resolve(res)));
   });
 }
 

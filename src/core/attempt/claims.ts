@@ -1,4 +1,4 @@
-import type { Queryable } from '../../store/db.js';
+import { keepPlan, type Queryable } from '../../store/db.js';
 import type { Operation, ProviderTransaction, State } from '../../types.js';
 import { payloadHash } from '../../lib/canonical.js';
 import type { CoreContext } from '../journal/context.js';
@@ -189,9 +189,9 @@ function payloadTampering(
  */
 async function lockForClaim(tx: Queryable, id: string): Promise<{ op: Operation; recorded: string | null }> {
   const r = await tx.query<OperationRow & { recorded_payload_hash: string | null }>(
-    `SELECT o.*, (SELECT e.detail->>'payload_hash' FROM recon.audit_events e
+    keepPlan(`SELECT o.*, (SELECT e.detail->>'payload_hash' FROM recon.audit_events e
                    WHERE e.operation_id = o.id AND e.seq = 1) AS recorded_payload_hash
-       FROM recon.operations o WHERE o.id = $1 FOR UPDATE`,
+       FROM recon.operations o WHERE o.id = $1 FOR UPDATE`),
     [id],
   );
   if (!r.rows[0]) throw new NotFoundError(`operation ${id} not found; list operations with: recon ops list`);
@@ -221,7 +221,7 @@ export async function readForClaim(q: Queryable, id: string): Promise<ClaimView 
       linked: (Omit<TransactionRow, 'created' | 'linked_at'> & { created: string | null; linked_at: string })[];
     }
   >(
-    `SELECT o.*,
+    keepPlan(`SELECT o.*,
             (SELECT e.detail->>'payload_hash' FROM recon.audit_events e
               WHERE e.operation_id = o.id AND e.seq = 1) AS recorded_payload_hash,
             h.seq AS head_seq, h.hash AS head_hash, h.to_state AS head_to_state,
@@ -230,7 +230,7 @@ export async function readForClaim(q: Queryable, id: string): Promise<ClaimView 
        FROM recon.operations o
        LEFT JOIN LATERAL (SELECT seq, hash, to_state FROM recon.audit_events WHERE operation_id = o.id
                            ORDER BY seq DESC LIMIT 1) h ON true
-      WHERE o.id = $1`,
+      WHERE o.id = $1`),
     [id],
   );
   const row = r.rows[0];

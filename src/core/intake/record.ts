@@ -1,7 +1,7 @@
 import { RefusedError } from '../../errors.js';
 import type { Operation, State } from '../../types.js';
 import { chainEvent, GENESIS_HASH, insertEvents } from '../journal/chain.js';
-import type { Queryable } from '../../store/db.js';
+import { keepPlan, type Queryable } from '../../store/db.js';
 import { canonicalJson, payloadHash } from '../../lib/canonical.js';
 import type { CoreContext } from '../journal/context.js';
 import type { OperationInput } from './validate.js';
@@ -14,7 +14,7 @@ export interface RecordedOperation {
 
 const CHUNK = 1000;
 
-const INSERT_OPERATIONS = `
+const INSERT_OPERATIONS = keepPlan(`
   INSERT INTO recon.operations (id, provider, action, payload, payload_hash, idempotency_key, client_reference,
                                 subject, approval, amount, currency, state, created_at, updated_at)
   SELECT u.id, u.provider, u.action, u.payload, u.payload_hash, u.idempotency_key, u.client_reference,
@@ -23,7 +23,7 @@ const INSERT_OPERATIONS = `
                 $8::jsonb[], $9::text[], $10::bigint[], $11::text[], $12::text[])
       AS u(id, provider, action, payload, payload_hash, idempotency_key, client_reference, subject, approval, amount, currency, state)
   ON CONFLICT (id) DO NOTHING
-  RETURNING id`;
+  RETURNING id`);
 
 /**
  * Records operations, all or nothing: one transaction for the whole batch, written in chunks.

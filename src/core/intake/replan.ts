@@ -6,7 +6,7 @@
  * `client_reference`) that is not `failed` or `cancelled`. A policy never approves past it: the
  * proposal waits for a person, who may still approve a second, deliberate action.
  */
-import type { Queryable } from '../../store/db.js';
+import { keepPlan, type Queryable } from '../../store/db.js';
 import type { State } from '../../types.js';
 import { sha256Hex } from '../../lib/canonical.js';
 
@@ -77,7 +77,7 @@ function holderSql(id: string, t: Target): { sql: string; params: unknown[] } {
    WHERE provider = $1 AND action = $2 AND id <> $3 AND state NOT IN ('failed', 'cancelled')
    ORDER BY created_at, id
    LIMIT 1`;
-  return { sql, params };
+  return { sql: keepPlan(sql), params };
 }
 
 /**

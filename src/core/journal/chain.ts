@@ -1,4 +1,4 @@
-import type { Queryable } from '../../store/db.js';
+import { keepPlan, type Queryable } from '../../store/db.js';
 import type { AuditEvent, State } from '../../types.js';
 import { hmacHex, type AuditKey } from '../../lib/keyed-hash.js';
 import { canonicalJson, sha256Hex } from '../../lib/canonical.js';
@@ -68,9 +68,11 @@ export function insertEventsSql(rows: string): string {
   ${rows.trim()}`;
 }
 
-const INSERT_EVENTS = insertEventsSql(`
+const INSERT_EVENTS = keepPlan(
+  insertEventsSql(`
   SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[],
-                       $8::text[], $9::jsonb[], $10::text[], $11::text[], $12::text[])`);
+                       $8::text[], $9::jsonb[], $10::text[], $11::text[], $12::text[])`),
+);
 
 /** Inserts already-chained events in one statement. */
 export async function insertEvents(q: Queryable, events: AuditEvent[]): Promise<void> {
@@ -116,9 +118,9 @@ export function headOf(seq: number | string | null, hash: string | null, toState
  */
 export async function chainHeads(q: Queryable, ids: string[]): Promise<Map<string, ChainHead>> {
   const r = await q.query<{ id: string; seq: number | null; hash: string | null; to_state: State | null }>(
-    `SELECT i.id, e.seq, e.hash, e.to_state FROM unnest($1::text[]) AS i(id)
+    keepPlan(`SELECT i.id, e.seq, e.hash, e.to_state FROM unnest($1::text[]) AS i(id)
        LEFT JOIN LATERAL (SELECT seq, hash, to_state FROM recon.audit_events WHERE operation_id = i.id
-                           ORDER BY seq DESC LIMIT 1) e ON true`,
+                           ORDER BY seq DESC LIMIT 1) e ON true`),
     [ids],
   );
   return new Map(r.rows.map((h) => [h.id, headOf(h.seq, h.hash, h.to_state)]));

@@ -4,7 +4,7 @@
  * and the agent's `list_open_actions`. Nothing here writes: state changes go through transition.ts.
  */
 import { NotFoundError } from '../../errors.js';
-import type { Queryable } from '../../store/db.js';
+import { keepPlan, type Queryable } from '../../store/db.js';
 import {
   UNRESOLVED_STATES,
   type Attempt,
@@ -67,7 +67,7 @@ export async function getOperation(q: Queryable, id: string): Promise<Operation>
 
 /** Locks the operation row for the rest of the transaction: the serialisation point for its state and audit chain. */
 export async function lockOperation(tx: Queryable, id: string): Promise<Operation> {
-  const r = await tx.query<OperationRow>('SELECT * FROM recon.operations WHERE id = $1 FOR UPDATE', [id]);
+  const r = await tx.query<OperationRow>(keepPlan('SELECT * FROM recon.operations WHERE id = $1 FOR UPDATE'), [id]);
   if (!r.rows[0]) throw new NotFoundError(`operation ${id} not found; list operations with: recon ops list`);
   return rowToOperation(r.rows[0]);
 }

@@ -1,5 +1,5 @@
 import { LeaseLostError, NotFoundError, RefusedError } from '../../errors.js';
-import type { Queryable } from '../../store/db.js';
+import { keepPlan, type Queryable } from '../../store/db.js';
 import { DIVISION_BY_ZERO, pgCode, UNIQUE_VIOLATION } from '../../store/pgcodes.js';
 import type { AuditEvent, LinkedVia, ObservationResult, Operation, ProviderTxn, State } from '../../types.js';
 import type { AuditKey } from '../../lib/keyed-hash.js';
@@ -168,7 +168,9 @@ function assertMove(cur: Locked | undefined, m: Move, now: Date): void {
 /** Locks operation rows in id order (so two writers never wait on each other in a cycle): what a move's checks read. */
 async function lockForMoves(tx: Queryable, ids: string[]): Promise<Map<string, Locked>> {
   const r = await tx.query<Locked>(
-    'SELECT id, state, lease_owner, lease_expires_at FROM recon.operations WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
+    keepPlan(
+      'SELECT id, state, lease_owner, lease_expires_at FROM recon.operations WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
+    ),
     [ids],
   );
   return new Map(r.rows.map((row) => [row.id, row]));
@@ -471,7 +473,7 @@ const movesSql = new Map<string, string>();
 function writeMovesSql(s: MovesShape): string {
   const key = `${+s.returnRows}${+s.observations}${+s.links}${+s.notes}${+s.attempts}${+s.attemptEnds}`;
   let sql = movesSql.get(key);
-  if (sql === undefined) movesSql.set(key, (sql = WRITE_MOVES(s)));
+  if (sql === undefined) movesSql.set(key, (sql = keepPlan(WRITE_MOVES(s))));
   return sql;
 }
 

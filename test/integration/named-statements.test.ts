@@ -1,0 +1,100 @@
+/**
+ * Statements whose plan a PostgreSQL session keeps (src/store/db.ts keepPlan; postgres.ts
+ * namedStatements): sent named once the pool's connections are found to be sessions of their own,
+ * so the server parses and plans them once per session (execute_action's move statement spent 2 of
+ * its 3 ms there: npm run bench, agents). Never named behind a transaction-mode pooler (PgBouncer
+ * before 1.21 gives each transaction any session: faults-pgbouncer.test.ts counts the prepared
+ * statements left on every session, 0). And a session that refuses a name (the statement gone, or
+ * its table changed shape since it was prepared, as after a migration) costs no answer: the pool
+ * sends it again unnamed, and unnamed from then on.
+ */
+import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { keepPlan, type Db } from '../../src/store/db.js';
+import { openPostgres } from '../../src/store/postgres.js';
+import { createDatabase } from '../support/postgres.js';
+
+const base = inject('pgUrl') || process.env.RECON_TEST_PG_URL || '';
+
+describe.skipIf(!base)('named statements on PostgreSQL', () => {
+  let url: string;
+  const opened: Db[] = [];
+  const open = async (o: { namedStatements?: boolean } = {}) => {
+    // One connection: the session the statements are prepared in is the one asked about.
+    const db = await openPostgres(url, { max: 1, ...o });
+    opened.push(db);
+    return db;
+  };
+  const kept = (n: number) => keepPlan(`SELECT $1::int + ${n} AS v, count(*)::int AS rows FROM named_t`);
+  const prepared = async (db: Db) =>
+    (await db.query<{ statement: string }>('SELECT statement FROM pg_prepared_statements')).rows.map(
+      (r) => r.statement,
+    );
+  /** Runs `sql` until the session holds it prepared (the sessions' probe runs in the background). */
+  const untilPrepared = async (db: Db, sql: string) => {
+    for (let i = 0; i < 200; i++) {
+      await db.query(sql, [1]);
+      if ((await prepared(db)).includes(sql)) return true;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return false;
+  };
+
+  beforeAll(async () => {
+    url = await createDatabase(base);
+    const db = await openPostgres(url);
+    await db.query('CREATE TABLE named_t (a int)');
+    await db.query('INSERT INTO named_t VALUES (1), (2)');
+    await db.close();
+  });
+  afterAll(async () => {
+    for (const db of opened) await db.close();
+  });
+
+  it('a keepPlan statement is prepared in the session once its connections are its own; others never are', async () => {
+    const db = await open();
+    const sql = kept(1);
+    expect(await untilPrepared(db, sql)).toBe(true);
+    expect((await db.query<{ v: number; rows: number }>(sql, [41])).rows[0]).toEqual({ v: 42, rows: 2 });
+    const plain = 'SELECT $1::int + 100 AS v';
+    await db.query(plain, [1]);
+    expect(await prepared(db)).not.toContain(plain);
+    // In a transaction too.
+    const inTx = kept(2);
+    for (let i = 0; i < 3; i++) await db.transaction((tx) => tx.query(inTx, [1]));
+    expect(await prepared(db)).toContain(inTx);
+  });
+
+  it('with namedStatements: false nothing is prepared', async () => {
+    const db = await open({ namedStatements: false });
+    const sql = kept(3);
+    for (let i = 0; i < 20; i++) await db.query(sql, [1]);
+    await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 5; i++) await db.query(sql, [1]);
+    expect(await prepared(db)).toEqual([]);
+  });
+
+  it('a session that lost the statement still answers: sent again unnamed, and unnamed from then on', async () => {
+    const db = await open();
+    const sql = kept(4);
+    expect(await untilPrepared(db, sql)).toBe(true);
+    // Behind pg's back (as a pooler handing over another session would): the session forgets it.
+    await db.query('DEALLOCATE ALL');
+    expect((await db.query<{ v: number }>(sql, [1])).rows[0].v).toBe(5);
+    const after = kept(5);
+    for (let i = 0; i < 5; i++) await db.query(after, [1]);
+    expect(await prepared(db)).toEqual([]);
+  });
+
+  it('a table changed shape since the statement was prepared (a migration meanwhile): the answer has the new shape', async () => {
+    const db = await open();
+    const sql = keepPlan('SELECT * FROM named_t WHERE a = $1::int');
+    expect(await untilPrepared(db, sql)).toBe(true);
+    const other = await openPostgres(url);
+    try {
+      await other.query('ALTER TABLE named_t ADD COLUMN b int DEFAULT 7');
+    } finally {
+      await other.close();
+    }
+    expect((await db.query(sql, [1])).rows).toEqual([{ a: 1, b: 7 }]);
+  });
+});
