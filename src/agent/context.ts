@@ -8,7 +8,7 @@ import type { AuditKey } from '../lib/keyed-hash.js';
 import type { CoreContext } from '../core/journal/context.js';
 import { keepPlan, type Db } from '../store/db.js';
 import type { Operation, Provider } from '../types.js';
-import { rowToOperation, type OperationRow } from '../core/journal/operations.js';
+import { operationColumns, rowToOperation, type OperationRow } from '../core/journal/operations.js';
 
 export interface Agent {
   db: Db;
@@ -50,7 +50,7 @@ export function toolCall(agent: Agent, clientName: string | undefined): ToolCall
  */
 export async function currentOperation(db: Db, id: string): Promise<{ op: Operation; txnIds: string[] } | null> {
   const r = await db.query<OperationRow & { txn_ids: string[] | null }>(
-    keepPlan(`SELECT o.*, ARRAY(SELECT t.provider_id FROM recon.provider_transactions t
+    keepPlan(`SELECT ${operationColumns('o')}, ARRAY(SELECT t.provider_id FROM recon.provider_transactions t
                         WHERE t.operation_id = o.id ORDER BY t.linked_at, t.provider_id) AS txn_ids
        FROM recon.operations o WHERE o.id = $1`),
     [id],

@@ -150,6 +150,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         client.removeListener('error', onError);
         client.release(err);
       };
+      let refusedHere = false;
       const tx: Queryable = {
         async query<R>(sql: string, params?: unknown[]) {
           if (lost !== undefined) throw wrap(lost);
@@ -157,8 +158,9 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
           try {
             return normalise<R>(await clientQuery(client, config));
           } catch (err) {
-            // In a transaction the refusal has aborted it: the caller's, as any failed statement.
-            named.refused(config, err);
+            // In a transaction the refusal has aborted it: the caller's, as any failed statement; and
+            // the connection, which may hold other statements prepared before a change, is closed.
+            if (named.refused(config, err)) refusedHere = true;
             // As pg's promise path did: a stack that leads back to the code that made the query
             // (await keeps the async callers), not one that starts in the socket's data handler.
             if (err instanceof Error) Error.captureStackTrace(err);
@@ -180,7 +182,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         }
         try {
           await client.query('ROLLBACK');
-          release();
+          release(refusedHere ? new Error('a named statement was refused: connection closed') : undefined);
         } catch (rollbackErr) {
           // A connection that cannot roll back must not go back to the pool mid-transaction.
           release(rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr)));
@@ -191,21 +193,24 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     async sharesSessions() {
       // Two clients connected at the same time: directly, each has its own backend, so their pids
       // always differ. A transaction-mode pooler gives the server session back after each statement
-      // and (most recently used first) hands the same one to the other client. Three rounds, in case
-      // the pooler hands out sessions round robin.
-      const clients = [new pg.Client({ connectionString: url }), new pg.Client({ connectionString: url })];
+      // and hands the next statement any: most recently used first (then the other client gets the
+      // same one), or round robin (then one client gets two: each asks twice in a row).
+      const options = {
+        connectionString: url,
+        connectionTimeoutMillis: PROBE_TIMEOUT_MS,
+        query_timeout: PROBE_TIMEOUT_MS,
+      };
+      const clients = [new pg.Client(options), new pg.Client(options)];
       for (const c of clients) c.on('error', () => {});
       try {
         for (const c of clients) await c.connect();
         const seen = clients.map(() => new Set<number>());
-        for (let round = 0; round < 3; round++) {
-          for (const [i, c] of clients.entries())
-            seen[i].add((await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid);
-          // Directly, each client keeps one backend of its own: one pid per client, two different pids.
-          const [a, b] = seen as [Set<number>, Set<number>];
-          if (a.size > 1 || b.size > 1 || [...a].some((pid) => b.has(pid))) return true;
+        for (const i of [0, 0, 1, 1, 0, 1]) {
+          seen[i].add((await clients[i].query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid);
         }
-        return false;
+        // Directly, each client keeps one backend of its own: one pid per client, two different pids.
+        const [a, b] = seen as [Set<number>, Set<number>];
+        return a.size > 1 || b.size > 1 || [...a].some((pid) => b.has(pid));
       } catch (err) {
         throw wrap(err);
       } finally {
@@ -215,7 +220,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     async close() {
       if (closed) return;
       closed = true;
-      await named.settled();
+      await named.close();
       await pool.end();
     },
   };
@@ -224,6 +229,12 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
 
 /** Named statements kept per pool: beyond these, keepPlan's statements are sent unnamed. */
 const MAX_NAMED = 256;
+/** keepPlan statements a pool runs before it asks whether its sessions are its own: a one-shot command never does. */
+const PROBE_AFTER = 20;
+/** The probe's connect and each of its statements give up after this long. */
+const PROBE_TIMEOUT_MS = 5000;
+/** After a probe that failed (the server unreachable, too many connections), the next is asked this much later. */
+const PROBE_RETRY_MS = 60_000;
 
 /**
  * When a pool sends keepPlan's statements named. A session keeps a named statement's parse and plan
@@ -232,30 +243,37 @@ const MAX_NAMED = 256;
  * (log_min_duration_statement, npm run bench agents), and execute_action sends it twice.
  *
  * A transaction-mode pooler (PgBouncer before 1.21) hands each transaction any server session, so
- * a statement prepared on one is missing on the next. So, unnamed until `sharesSessions` (run once,
- * in the background, at the pool's first such statement) has found sessions of our own; named
- * after. A name is the hash of the text, so one name is always one statement, whichever session
- * holds it. Should a session refuse a name anyway (missing, already there, or its table changed
- * shape since it was prepared, as after a migration), the pool sends unnamed from then on.
+ * a statement prepared on one is missing on the next. So, unnamed until `sharesSessions` has found
+ * sessions of our own: asked once, in the background, when the pool has run PROBE_AFTER of these
+ * statements (a long-lived server at once; a one-shot command, which would keep no plan, never).
+ * A name is the hash of the text, so one name is always one statement, whichever session holds
+ * it. Should a session refuse a name anyway (missing, already there, or its table changed shape
+ * since it was prepared), the pool sends unnamed from then on.
  */
 function namedStatements(sharesSessions: () => Promise<boolean>, enabled: boolean) {
   let state: 'unknown' | 'probing' | 'on' | 'off' = enabled ? 'unknown' : 'off';
+  let uses = 0;
+  let notBefore = 0;
+  let closing = false;
   let probe: Promise<void> | undefined;
   const names = new Map<string, string>();
+  const ask = () => {
+    state = 'probing';
+    probe = sharesSessions().then(
+      (shared) => {
+        if (state === 'probing') state = shared ? 'off' : 'on';
+      },
+      () => {
+        if (state !== 'probing') return;
+        state = 'unknown';
+        notBefore = Date.now() + PROBE_RETRY_MS;
+      },
+    );
+  };
   return {
     config(sql: string, params?: unknown[]): QueryConfig {
       if (state === 'off' || !params?.length || !planKept(sql)) return { text: sql, values: params };
-      if (state === 'unknown') {
-        state = 'probing';
-        probe = sharesSessions().then(
-          (shared) => {
-            if (state === 'probing') state = shared ? 'off' : 'on';
-          },
-          () => {
-            state = 'off';
-          },
-        );
-      }
+      if (state === 'unknown' && ++uses >= PROBE_AFTER && !closing && Date.now() >= notBefore) ask();
       if (state !== 'on') return { text: sql, values: params };
       let name = names.get(sql);
       if (name === undefined) {
@@ -272,12 +290,16 @@ function namedStatements(sharesSessions: () => Promise<boolean>, enabled: boolea
       const refusal =
         code === codes.INVALID_SQL_STATEMENT_NAME ||
         code === codes.DUPLICATE_PREPARED_STATEMENT ||
-        (code === codes.FEATURE_NOT_SUPPORTED && /cached plan/i.test((err as Error).message));
+        // "cached plan must not change result type", by the server function that raises it (the
+        // message is in the server's language).
+        (code === codes.FEATURE_NOT_SUPPORTED &&
+          ((err as { routine?: string }).routine === 'RevalidateCachedQuery' || /cached plan/i.test(String(err))));
       if (refusal) state = 'off';
       return refusal;
     },
-    /** Waits for the sessions' probe, if one is running (its connections are closed when it ends). */
-    async settled(): Promise<void> {
+    /** No probe from now on; waits for one that is running (its connections are closed when it ends). */
+    async close(): Promise<void> {
+      closing = true;
       await probe;
     },
   };

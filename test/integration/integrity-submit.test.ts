@@ -221,7 +221,7 @@ describeWorld('what submit sends', (suite) => {
     // the attempt's row and count in its statement.
     expect(claiming.sent.map((q) => q.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual([
       '(transaction)',
-      'SELECT o.*,',
+      'SELECT o.id,',
       'SELECT h.seq',
       'WITH u',
     ]);
@@ -329,7 +329,7 @@ describeWorld('what submit sends', (suite) => {
       '(transaction)',
       'WITH u',
       '(transaction)',
-      'SELECT o.*,',
+      'SELECT o.id,',
       'SELECT h.seq',
       'WITH u',
     ]);

@@ -9,6 +9,9 @@
  * sends it again unnamed, and unnamed from then on.
  */
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { recordOperations } from '../../src/core/intake/record.js';
+import { validateOperation } from '../../src/core/intake/validate.js';
+import { lockOperation } from '../../src/core/journal/operations.js';
 import { keepPlan, type Db } from '../../src/store/db.js';
 import { openPostgres } from '../../src/store/postgres.js';
 import { createDatabase } from '../support/postgres.js';
@@ -83,6 +86,46 @@ describe.skipIf(!base)('named statements on PostgreSQL', () => {
     const after = kept(5);
     for (let i = 0; i < 5; i++) await db.query(after, [1]);
     expect(await prepared(db)).toEqual([]);
+  });
+
+  it('a column added to recon.operations while recon runs (a migration meanwhile): a transaction that locks an operation still answers', async () => {
+    // Refused in a transaction, a kept statement would fail the caller's transaction: the kept
+    // statements that return operations name their columns (operations.ts operationColumns), so
+    // a new column changes nothing of what they return.
+    const template = inject('pgTemplate');
+    const migrated = await createDatabase(base, undefined, template || undefined);
+    const db = await openPostgres(migrated, { max: 1 });
+    opened.push(db);
+    if (!template) {
+      const { migrate } = await import('../../src/store/migrate.js');
+      await migrate(db);
+    }
+    const op = validateOperation(
+      {
+        id: 'refund:named_1',
+        provider: 'stripe',
+        action: 'refund',
+        payload: { amount: 100, currency: 'usd', payment_intent: 'pi_n1' },
+      },
+      ['stripe'],
+    );
+    await recordOperations({ db, actor: 'test', now: () => new Date() }, [op]);
+    const lockPrepared = async () =>
+      (await prepared(db)).some((sql) => /FROM recon\.operations WHERE id = \$1 FOR UPDATE/.test(sql));
+    for (let i = 0; i < 200 && !(await lockPrepared()); i++) {
+      await db.transaction((tx) => lockOperation(tx, 'refund:named_1'));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(await lockPrepared()).toBe(true);
+    const other = await openPostgres(migrated);
+    try {
+      await other.query('ALTER TABLE recon.operations ADD COLUMN added_later int');
+    } finally {
+      await other.close();
+    }
+    const locked = await db.transaction((tx) => lockOperation(tx, 'refund:named_1'));
+    expect(locked.id).toBe('refund:named_1');
+    expect(await lockPrepared()).toBe(true);
   });
 
   it('a table changed shape since the statement was prepared (a migration meanwhile): the answer has the new shape', async () => {

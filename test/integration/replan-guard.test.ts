@@ -83,4 +83,33 @@ describeWorld('the re-plan guard', (suite) => {
     expect(byBoth).toContain('operations_payment_intent_idx');
     expect(byBoth).toContain('operations_charge_idx');
   });
+
+  it('its generic plan (a session that keeps the statement prepared, keepPlan) reads the same indexes', async () => {
+    const db = await suite.db();
+    // A prepared statement may be planned once for any values (plan_cache_mode forces that plan
+    // here): the partial indexes (WHERE payload->>'payment_intent' IS NOT NULL) must still serve it.
+    const generic = async (op: ReturnType<typeof proposal>) => {
+      const { sent } = await guard(db, op);
+      const literal = (v: unknown) => `'${String(v).replaceAll("'", "''")}'`;
+      return db.transaction(async (tx) => {
+        await tx.query('SET LOCAL enable_seqscan = off');
+        await tx.query('SET LOCAL plan_cache_mode = force_generic_plan');
+        await tx.query(`PREPARE guard_generic(${sent.params.map(() => 'text').join(', ')}) AS ${sent.sql}`);
+        try {
+          const r = await tx.query<Record<string, string>>(
+            `EXPLAIN EXECUTE guard_generic(${sent.params.map(literal).join(', ')})`,
+          );
+          return r.rows.map((row) => Object.values(row)[0]).join('\n');
+        } finally {
+          await tx.query('DEALLOCATE guard_generic');
+        }
+      });
+    };
+    const byIntent = await generic(proposal('refund:g_new', { payment_intent: 'pi_new' }));
+    expect(byIntent).toContain('operations_payment_intent_idx');
+    expect(byIntent).not.toContain('operations_created_idx');
+    const byBoth = await generic(proposal('refund:g_new', { payment_intent: 'pi_new', charge: 'ch_new' }));
+    expect(byBoth).toContain('operations_payment_intent_idx');
+    expect(byBoth).toContain('operations_charge_idx');
+  });
 });

@@ -6,6 +6,7 @@ import { NotFoundError, RefusedError } from '../../errors.js';
 import { headOf, type ChainHead } from '../journal/chain.js';
 import {
   listOperations,
+  operationColumns,
   rowToOperation,
   rowToTransaction,
   transactionsAndHead,
@@ -189,7 +190,7 @@ function payloadTampering(
  */
 async function lockForClaim(tx: Queryable, id: string): Promise<{ op: Operation; recorded: string | null }> {
   const r = await tx.query<OperationRow & { recorded_payload_hash: string | null }>(
-    keepPlan(`SELECT o.*, (SELECT e.detail->>'payload_hash' FROM recon.audit_events e
+    keepPlan(`SELECT ${operationColumns('o')}, (SELECT e.detail->>'payload_hash' FROM recon.audit_events e
                    WHERE e.operation_id = o.id AND e.seq = 1) AS recorded_payload_hash
        FROM recon.operations o WHERE o.id = $1 FOR UPDATE`),
     [id],
@@ -221,7 +222,7 @@ export async function readForClaim(q: Queryable, id: string): Promise<ClaimView 
       linked: (Omit<TransactionRow, 'created' | 'linked_at'> & { created: string | null; linked_at: string })[];
     }
   >(
-    keepPlan(`SELECT o.*,
+    keepPlan(`SELECT ${operationColumns('o')},
             (SELECT e.detail->>'payload_hash' FROM recon.audit_events e
               WHERE e.operation_id = o.id AND e.seq = 1) AS recorded_payload_hash,
             h.seq AS head_seq, h.hash AS head_hash, h.to_state AS head_to_state,

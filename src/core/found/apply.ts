@@ -1,4 +1,4 @@
-import { keepPlan, type Queryable } from '../../store/db.js';
+import type { Queryable } from '../../store/db.js';
 import type { LinkedVia, LookupResult, Operation, Provider, ProviderTxn, State } from '../../types.js';
 import type { AuditKey } from '../../lib/keyed-hash.js';
 import { lookupDetail } from '../journal/decision-json.js';
@@ -98,12 +98,12 @@ export async function applyFoundTransactions(
  * filter the planner could only apply to every row: each webhook group read every link in the store
  * (5 ms a group at 20,000 links, and growing; test/integration/webhook-groups.test.ts).
  */
-const LINKED_OR_HELD = keepPlan(`
+const LINKED_OR_HELD = `
 SELECT provider, provider_id, operation_id, state FROM recon.provider_transactions WHERE operation_id = ANY($1::text[])
 UNION
 SELECT t.provider, t.provider_id, t.operation_id, t.state
   FROM unnest($2::text[], $3::text[]) AS u(provider, provider_id)
-  JOIN recon.provider_transactions t ON t.provider = u.provider AND t.provider_id = u.provider_id`);
+  JOIN recon.provider_transactions t ON t.provider = u.provider AND t.provider_id = u.provider_id`;
 
 /** What one item writes to its operation's chain, in order: a note, or a move. */
 type Step = { note: { kind: string; detail: Record<string, unknown> } } | { move: Move & { from: State } };

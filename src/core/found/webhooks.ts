@@ -1,6 +1,6 @@
 import type { Operation, Provider, State, WebhookEvent } from '../../types.js';
 import type { CoreContext } from '../journal/context.js';
-import { keepPlan, type Queryable } from '../../store/db.js';
+import type { Queryable } from '../../store/db.js';
 import { applyFoundTransaction, applyFoundTransactions, type FoundItem } from './apply.js';
 import { lockOperation, rowToOperation, type OperationRow } from '../journal/operations.js';
 import { NotFoundError } from '../../errors.js';
@@ -71,17 +71,17 @@ export async function ingestEvents(ctx: CoreContext, deliveries: Delivery[]): Pr
   }
 }
 
-const INSERT_EVENTS = keepPlan(`
+const INSERT_EVENTS = `
 INSERT INTO recon.webhook_events (provider, event_id, type, received_at, last_seen_at, provider_id, payload)
 SELECT provider, event_id, type, $4::timestamptz, $4::timestamptz, provider_id, payload
   FROM unnest($1::text[], $2::text[], $3::text[], $5::text[], $6::jsonb[]) AS u(provider, event_id, type, provider_id, payload)
-ON CONFLICT (provider, event_id) DO NOTHING RETURNING provider, event_id`);
+ON CONFLICT (provider, event_id) DO NOTHING RETURNING provider, event_id`;
 
 /**
  * One statement for the rest: the operation and effect of each event applied, and each redelivery
  * recorded as seen (duplicate_count, last_seen_at; the one write a redelivery makes).
  */
-const UPDATE_EVENTS = keepPlan(`
+const UPDATE_EVENTS = `
 UPDATE recon.webhook_events w
    SET duplicate_count = w.duplicate_count + u.seen,
        last_seen_at = CASE WHEN u.seen > 0 THEN $6::timestamptz ELSE w.last_seen_at END,
@@ -90,7 +90,7 @@ UPDATE recon.webhook_events w
   FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::boolean[]) AS u(provider, event_id, seen, operation_id, applied)
  -- ANY as well as the join: the planner knows nothing of u's size and may otherwise scan the table.
  WHERE w.provider = u.provider AND w.event_id = u.event_id AND w.event_id = ANY($2::text[])
-RETURNING w.provider, w.event_id, w.operation_id`);
+RETURNING w.provider, w.event_id, w.operation_id`;
 
 /** ingestEvents' group in one transaction; throws (the transaction rolled back) when anything fails. */
 async function applyEvents(ctx: CoreContext, deliveries: Delivery[]): Promise<IngestResult[]> {
@@ -133,7 +133,7 @@ async function applyEvents(ctx: CoreContext, deliveries: Delivery[]): Promise<In
     const locked = new Map<string, Operation>();
     if (ids.length) {
       const r = await tx.query<OperationRow>(
-        keepPlan('SELECT * FROM recon.operations WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE'),
+        'SELECT * FROM recon.operations WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
         [ids],
       );
       for (const row of r.rows) locked.set(row.id, rowToOperation(row));

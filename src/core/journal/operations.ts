@@ -27,6 +27,42 @@ export type TransactionRow = Omit<ProviderTransaction, 'amount' | 'client_refere
 };
 export type ObservationRow = Omit<Observation, 'detail'> & { detail: Observation['detail'] | null };
 
+/**
+ * recon.operations' columns by name (all of them, in the table's order): what a statement whose plan
+ * a session keeps (keepPlan) returns in place of `*`. A kept plan whose result changes shape is
+ * refused by PostgreSQL, and `*` would change with a column a migration adds while recon runs.
+ */
+const OPERATION_COLUMNS = [
+  'id',
+  'provider',
+  'action',
+  'payload',
+  'payload_hash',
+  'idempotency_key',
+  'client_reference',
+  'subject',
+  'approval',
+  'amount',
+  'currency',
+  'state',
+  'attempt_count',
+  'created_at',
+  'updated_at',
+  'first_attempt_at',
+  'resolved_at',
+  'lease_owner',
+  'lease_expires_at',
+  'review_reason',
+  'assignee',
+  'next_check_at',
+  'last_checked_at',
+] as const;
+
+/** OPERATION_COLUMNS as a select list, each qualified by `alias` when given. */
+export function operationColumns(alias?: string): string {
+  return OPERATION_COLUMNS.map((c) => (alias ? `${alias}.${c}` : c)).join(', ');
+}
+
 /** Row → Operation. Both backends return timestamptz as Date and (with our parsers) bigint as number. */
 export function rowToOperation(r: OperationRow): Operation {
   return {
@@ -65,9 +101,11 @@ export async function getOperation(q: Queryable, id: string): Promise<Operation>
   return op;
 }
 
+const LOCK_OPERATION = keepPlan(`SELECT ${operationColumns()} FROM recon.operations WHERE id = $1 FOR UPDATE`);
+
 /** Locks the operation row for the rest of the transaction: the serialisation point for its state and audit chain. */
 export async function lockOperation(tx: Queryable, id: string): Promise<Operation> {
-  const r = await tx.query<OperationRow>(keepPlan('SELECT * FROM recon.operations WHERE id = $1 FOR UPDATE'), [id]);
+  const r = await tx.query<OperationRow>(LOCK_OPERATION, [id]);
   if (!r.rows[0]) throw new NotFoundError(`operation ${id} not found; list operations with: recon ops list`);
   return rowToOperation(r.rows[0]);
 }

@@ -6,7 +6,7 @@ import type { AuditKey } from '../../lib/keyed-hash.js';
 import { chainEvent, chainHeads, insertEventsSql, type ChainHead } from './chain.js';
 import { insertLinksSql } from './links.js';
 import { insertObservationsSql } from './observations.js';
-import { rowToOperation, type OperationRow } from './operations.js';
+import { operationColumns, rowToOperation, type OperationRow } from './operations.js';
 import { assertTransition, isTerminal } from './states.js';
 
 /**
@@ -168,9 +168,7 @@ function assertMove(cur: Locked | undefined, m: Move, now: Date): void {
 /** Locks operation rows in id order (so two writers never wait on each other in a cycle): what a move's checks read. */
 async function lockForMoves(tx: Queryable, ids: string[]): Promise<Map<string, Locked>> {
   const r = await tx.query<Locked>(
-    keepPlan(
-      'SELECT id, state, lease_owner, lease_expires_at FROM recon.operations WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
-    ),
+    'SELECT id, state, lease_owner, lease_expires_at FROM recon.operations WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
     [ids],
   );
   return new Map(r.rows.map((row) => [row.id, row]));
@@ -339,8 +337,10 @@ WITH u AS (
          key_id)
 ),
 locked AS (
-  SELECT id, state, lease_owner, lease_expires_at FROM recon.operations
-   WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
+  SELECT l.id, l.state, l.lease_owner, l.lease_expires_at
+    FROM (SELECT DISTINCT id FROM unnest($1::text[]) AS i(id) ORDER BY id) AS i
+   CROSS JOIN LATERAL (SELECT id, state, lease_owner, lease_expires_at FROM recon.operations
+                        WHERE id = i.id FOR UPDATE) AS l
 ),
 ok AS (
   SELECT u.* FROM u JOIN locked l ON l.id = u.id
@@ -418,9 +418,8 @@ updated AS (
                                     : ''
                                 }
     FROM ok
-   -- ANY as well as the join: the planner knows nothing of ok's size and may otherwise scan the table.
-   WHERE o.id = ok.id AND o.id = ANY($1::text[])
-  RETURNING ${s.returnRows ? 'o.*' : 'o.id'}
+   WHERE o.id = ok.id
+  RETURNING ${s.returnRows ? operationColumns('o') : 'o.id'}
 ),
 appended AS (
   ${insertEventsSql(`
