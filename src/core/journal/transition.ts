@@ -315,10 +315,12 @@ interface MovesShape {
  * required, and the state the caller saw. The others are returned with what the lock found.
  *
  * The observations', links', notes' and attempts' parts are in the statement only when some move has one:
- * PostgreSQL plans the whole statement at every execution (no prepared statements: they do not
- * survive a pooler in transaction mode), and planning it with all of them took 0.7 ms where a move
- * with none (an attempt's claim, most of execute_action's) takes 0.23 ms (EXPLAIN's planning time,
- * median of 30). Parameters: $1–$23 the moves, then the links' nine, the notes' eight, the attempts' four, the
+ * an unnamed statement is planned at every execution (behind a transaction-mode pooler, or on
+ * PGlite), and planning it with all of them took 0.7 ms where a move with none takes 0.23 ms
+ * (EXPLAIN's planning time, median of 30). Each shape is kept (keepPlan): on sessions of recon's own,
+ * parsed and planned once per session; so its plans must stay good for any values and any table
+ * size, whence the operations locked by a lookup per id and updated by the join alone
+ * (test/integration/kept-plans.test.ts). Parameters: $1–$23 the moves, then the links' nine, the notes' eight, the attempts' four, the
  * attempt ends' five: each group only in the shapes that have its part.
  */
 const WRITE_MOVES = (s: MovesShape) => {
