@@ -101,6 +101,10 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     connectionString: url,
     max: opts.max ?? 10,
     connectionTimeoutMillis: opts.connectionTimeoutMillis ?? 10_000,
+    // A session's kept plans (namedStatements) go with it: a plan made while a table was small is
+    // made again within this long even where nothing analyses the table (autovacuum does after 50
+    // changes, which also makes it again).
+    maxLifetimeSeconds: CONNECTION_LIFETIME_S,
     types,
   });
   // An idle client whose server went away emits 'error' on the pool; unhandled, it would
@@ -171,7 +175,16 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       try {
         await tx.query('BEGIN');
         const result = await fn(tx);
-        await tx.query('COMMIT');
+        // A transaction in which a statement failed ends in a rollback whatever COMMIT says (PostgreSQL
+        // answers it with the tag ROLLBACK, not an error): when `fn` caught that failure, nothing of
+        // it was written, and the caller must not hear otherwise.
+        if (lost !== undefined) throw wrap(lost);
+        const end = await clientQuery(client, { text: 'COMMIT' }).catch((err: unknown) => {
+          throw wrap(err);
+        });
+        if (!Array.isArray(end) && end.command !== 'COMMIT') {
+          throw new Error('the transaction was rolled back, not committed: a statement in it failed');
+        }
         release();
         return result;
       } catch (err) {
@@ -226,6 +239,9 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   };
   return db;
 }
+
+/** A pooled connection is closed (when next idle) after this long, and with it its prepared statements and plans. */
+const CONNECTION_LIFETIME_S = 300;
 
 /** Named statements kept per pool: beyond these, keepPlan's statements are sent unnamed. */
 const MAX_NAMED = 256;

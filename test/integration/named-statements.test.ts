@@ -11,7 +11,7 @@
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { recordOperations } from '../../src/core/intake/record.js';
 import { validateOperation } from '../../src/core/intake/validate.js';
-import { lockOperation } from '../../src/core/journal/operations.js';
+import { lockOperation, operationColumns } from '../../src/core/journal/operations.js';
 import { keepPlan, type Db } from '../../src/store/db.js';
 import { openPostgres } from '../../src/store/postgres.js';
 import { createDatabase } from '../support/postgres.js';
@@ -126,6 +126,38 @@ describe.skipIf(!base)('named statements on PostgreSQL', () => {
     const locked = await db.transaction((tx) => lockOperation(tx, 'refund:named_1'));
     expect(locked.id).toBe('refund:named_1');
     expect(await lockPrepared()).toBe(true);
+  });
+
+  it("the kept statements' column list of recon.operations is the migrated table's, in its order", async () => {
+    const template = inject('pgTemplate');
+    const migrated = await createDatabase(base, undefined, template || undefined);
+    const db = await openPostgres(migrated);
+    opened.push(db);
+    if (!template) {
+      const { migrate } = await import('../../src/store/migrate.js');
+      await migrate(db);
+    }
+    const r = await db.query<{ column_name: string }>(
+      `SELECT column_name FROM information_schema.columns
+        WHERE table_schema = 'recon' AND table_name = 'operations' ORDER BY ordinal_position`,
+    );
+    expect(operationColumns().split(', ')).toEqual(r.rows.map((c) => c.column_name));
+  });
+
+  it('a transaction whose failed statement was caught inside it is reported as not committed', async () => {
+    // PostgreSQL ends such a transaction in a rollback and answers its COMMIT with the tag ROLLBACK,
+    // not an error: without a look at the tag, the caller heard "committed" of writes that never were.
+    const db = await open();
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.query('INSERT INTO named_t (a) VALUES (100)');
+        await tx.query('SELECT 1 / 0').catch(() => undefined);
+        return 'done';
+      }),
+    ).rejects.toThrow(/rolled back/);
+    expect((await db.query('SELECT a FROM named_t WHERE a = 100')).rows).toEqual([]);
+    // The connection is usable after it.
+    expect((await db.query<{ v: number }>('SELECT 1 AS v')).rows[0].v).toBe(1);
   });
 
   it('a table changed shape since the statement was prepared (a migration meanwhile): the answer has the new shape', async () => {
