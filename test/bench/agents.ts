@@ -149,7 +149,7 @@ export const agentsBench: Benchmark = {
     const counter = new URL('./count-queries.js', import.meta.url).href;
     const recon = [`${ROOT}/bin/recon`, 'mcp', '--http', '--port', '0', '--config', config];
     const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF] : [];
-    const child = spawn(process.execPath, [...prof, '--import', counter, ...recon], {
+    const child = spawn(process.execPath, [...prof, '--expose-gc', '--import', counter, ...recon], {
       cwd: dir,
       env: cleanEnv({ RECON_MCP_TOKEN: TOKEN, RECON_BENCH_ROOT: ROOT }),
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -166,10 +166,35 @@ export const agentsBench: Benchmark = {
       });
       const pid = child.pid!;
       let queryWaiter: ((n: number) => void) | undefined;
+      let gcWaiter: (() => void) | undefined;
       child.stderr.on('data', () => {
         const m = /queries (\d+)\n$/.exec(err);
         if (m && queryWaiter) queryWaiter(Number(m[1]));
+        if (/collected yes[^\n]*\n/.test(err) && gcWaiter) gcWaiter();
       });
+      /**
+       * The server's RSS after a full garbage collection (count-queries.ts, on SIGWINCH): what it holds,
+       * not where its collector happens to be. Read without one, the rows moved between 0.93× and 1.28×
+       * from run to run on the same code, the young and old garbage of the last calls included.
+       */
+      /** The V8 heap in use and the external memory (MB) at each settled RSS, for the log. */
+      const heaps: string[] = [];
+      const settledRss = () =>
+        new Promise<number>((resolve, reject) => {
+          err = '';
+          const late = setTimeout(
+            () =>
+              reject(new Error(`the server did not collect its garbage within 30 s; its stderr: ${err.slice(-500)}`)),
+            30_000,
+          );
+          gcWaiter = () => {
+            gcWaiter = undefined;
+            clearTimeout(late);
+            heaps.push(/heap (\S+) external (\S+)/.exec(err)?.slice(1).join('/') ?? '?');
+            resolve(rssMb(pid));
+          };
+          child.kill('SIGWINCH');
+        });
       const queries = () =>
         new Promise<number>((resolve) => {
           err = '';
@@ -209,12 +234,12 @@ export const agentsBench: Benchmark = {
           for (let r = 0; r < rounds; r++) {
             const i = c * rounds + r;
             for (const tool of TOOLS) checkedOut(tool, `refund:ag_${i}`, await timed(client, tool, toolArgs(tool, i)));
-            if (++done === Math.min(100, ops)) rssAfterFirst = rssMb(pid);
+            if (++done === Math.min(100, ops)) rssAfterFirst = await settledRss();
           }
         }),
       );
       const after = await usage();
-      const rssAfterCalls = rssMb(pid);
+      const rssAfterCalls = await settledRss();
       const perCall = (k: 'server' | 'bench' | 'pg' | 'queries') => (after[k] - before[k]) / (ops * 3);
       const cpuPerCall = perCall('server') + perCall('bench') + perCall('pg');
       await Promise.all(clients.map(end));
@@ -228,11 +253,15 @@ export const agentsBench: Benchmark = {
             const s = await connect(url);
             await s.client.listTools();
             await end(s);
-            if (opened === 100) rssAfter100Sessions = rssMb(pid);
+            // Once: several senders may see the hundredth session at the same time.
+            if (opened >= 100 && !rssAfter100Sessions) {
+              rssAfter100Sessions = -1;
+              rssAfter100Sessions = await settledRss();
+            }
           }
         }),
       );
-      const rssAfterSessions = rssMb(pid);
+      const rssAfterSessions = await settledRss();
       // 20 clients, paced (PACE_MS), recon's calls then the bare ones at the same pace.
       const pacedTimes: Record<string, number[]> = { propose_action: [], execute_action: [], check_action: [] };
       const pacedCreate: number[] = [];
@@ -343,7 +372,8 @@ export const agentsBench: Benchmark = {
       );
       ctx.log(
         `  ${ops * 3} calls by ${CLIENTS} clients, ${sessions} sessions; RSS ${round(rssAfterFirst, 1)} → ${round(rssAfterCalls, 1)} MB (calls), ` +
-          `${round(rssAfter100Sessions, 1)} → ${round(rssAfterSessions, 1)} MB (sessions); ${notConfirmed.length} not confirmed`,
+          `${round(rssAfter100Sessions, 1)} → ${round(rssAfterSessions, 1)} MB (sessions), each after a full GC; ` +
+          `V8 heap used / external at those four points (MB): ${heaps.join(', ')}; ${notConfirmed.length} not confirmed`,
       );
       if (notConfirmed.length) throw new Error(`check_action did not confirm: ${notConfirmed.slice(0, 5).join(', ')}`);
       const rows: BenchRow[] = [];
@@ -423,7 +453,7 @@ export const agentsBench: Benchmark = {
         },
         {
           bench: 'agents',
-          name: `mcp --http RSS after ${(ops * 3).toLocaleString('en')} tool calls`,
+          name: `mcp --http RSS after ${(ops * 3).toLocaleString('en')} tool calls (each RSS read after a full GC)`,
           value: round(rssAfterCalls, 1),
           unit: 'MB',
           target: '≤ 1.1× after the first 100 rounds',
@@ -433,7 +463,7 @@ export const agentsBench: Benchmark = {
         },
         {
           bench: 'agents',
-          name: `mcp --http RSS after ${sessions.toLocaleString('en')} sessions opened and ended`,
+          name: `mcp --http RSS after ${sessions.toLocaleString('en')} sessions opened and ended (after a full GC)`,
           value: round(rssAfterSessions, 1),
           unit: 'MB',
           target: '≤ 1.1× after the first 100',
