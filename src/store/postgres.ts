@@ -155,22 +155,23 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         client.release(err);
       };
       let refusedHere = false;
+      /** One statement on the transaction's connection, its result as pg gives it (COMMIT's tag included). */
+      const send = async (config: QueryConfig): Promise<PgResult | PgResult[]> => {
+        if (lost !== undefined) throw wrap(lost);
+        try {
+          return await clientQuery(client, config);
+        } catch (err) {
+          // In a transaction the refusal has aborted it: the caller's, as any failed statement; and
+          // the connection, which may hold other statements prepared before a change, is closed.
+          if (named.refused(config, err)) refusedHere = true;
+          // As pg's promise path did: a stack that leads back to the code that made the query
+          // (await keeps the async callers), not one that starts in the socket's data handler.
+          if (err instanceof Error) Error.captureStackTrace(err);
+          throw wrap(err);
+        }
+      };
       const tx: Queryable = {
-        async query<R>(sql: string, params?: unknown[]) {
-          if (lost !== undefined) throw wrap(lost);
-          const config = named.config(sql, params);
-          try {
-            return normalise<R>(await clientQuery(client, config));
-          } catch (err) {
-            // In a transaction the refusal has aborted it: the caller's, as any failed statement; and
-            // the connection, which may hold other statements prepared before a change, is closed.
-            if (named.refused(config, err)) refusedHere = true;
-            // As pg's promise path did: a stack that leads back to the code that made the query
-            // (await keeps the async callers), not one that starts in the socket's data handler.
-            if (err instanceof Error) Error.captureStackTrace(err);
-            throw wrap(err);
-          }
-        },
+        query: async <R>(sql: string, params?: unknown[]) => normalise<R>(await send(named.config(sql, params))),
       };
       try {
         await tx.query('BEGIN');
@@ -178,10 +179,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         // A transaction in which a statement failed ends in a rollback whatever COMMIT says (PostgreSQL
         // answers it with the tag ROLLBACK, not an error): when `fn` caught that failure, nothing of
         // it was written, and the caller must not hear otherwise.
-        if (lost !== undefined) throw wrap(lost);
-        const end = await clientQuery(client, { text: 'COMMIT' }).catch((err: unknown) => {
-          throw wrap(err);
-        });
+        const end = await send({ text: 'COMMIT' });
         if (!Array.isArray(end) && end.command !== 'COMMIT') {
           throw new Error('the transaction was rolled back, not committed: a statement in it failed');
         }
