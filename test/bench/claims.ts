@@ -130,6 +130,7 @@ async function pass(
       cpu,
       doubles,
       missing: o.n - decided.size,
+      cpuPerWorker: results.map((r) => Math.round(r.cpuMs ?? 0)),
       perWorker: results.map((r) => (JSON.parse(r.stdout) as { decisions: unknown[] }).decisions.length),
     };
   } finally {
@@ -161,7 +162,7 @@ export const claims: Benchmark = {
       });
       const contendedRequests = requests - requests0;
       ctx.log(
-        `  ${WORKERS} workers: ${n} ops in ${Math.round(contended.ms)} ms, decisions per worker ${contended.perWorker.join('/')}, ${contendedRequests} requests to the sandbox`,
+        `  ${WORKERS} workers: ${n} ops in ${Math.round(contended.ms)} ms, decisions per worker ${contended.perWorker.join('/')} (CPU ${contended.cpuPerWorker.join('/')} ms), ${contendedRequests} requests to the sandbox`,
       );
       const single = await pass(ctx, {
         prefix: 'b',

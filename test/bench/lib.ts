@@ -188,7 +188,8 @@ export function runRecon(ctx: BenchContext, args: string[], o: ChildOptions = {}
 }
 
 export function runNode(ctx: BenchContext, args: string[], o: ChildOptions = {}): Promise<ChildResult> {
-  const nodeArgs = [...(o.nodeArgs ?? [])];
+  // BENCH_NODE_ARGS: node options for every process started (run.ts).
+  const nodeArgs = [...(o.nodeArgs ?? []), ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
   const env: Record<string, string | undefined> = { ...o.env };
   let rssFile: string | undefined;
   if (o.measureRss) {

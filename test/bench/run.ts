@@ -6,6 +6,7 @@
  *   npm run bench -- --quick      smaller run (< 2 minutes), for development
  *   npm run bench -- --only NAME  only the named benchmark(s), comma-separated
  *   BENCH_CPU_PROF=DIR npm run bench -- --only claims   also writes each `recon run`'s (claims), `recon mcp`'s (agents) or `recon webhook serve`'s (webhooks) node --cpu-prof profile to DIR
+ *   BENCH_NODE_ARGS='--max-semi-space-size=16' npm run bench -- --only claims   node options for every process the bench starts (experiments)
  *
  * Prints a table and writes bench-results.json; exits 1 when a target is missed.
  */

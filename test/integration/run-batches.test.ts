@@ -7,7 +7,7 @@
 import { expect, it } from 'vitest';
 import { DEFAULT_CAPABILITIES } from '../../src/config/providers.js';
 import type { CoreContext } from '../../src/core/journal/context.js';
-import { runPass } from '../../src/core/reconcile/run.js';
+import { claimSize, runPass } from '../../src/core/reconcile/run.js';
 import type { Provider, ProviderCapabilities } from '../../src/types.js';
 import { instantProvider, seedOperations } from '../bench/seed.js';
 import { describeWorld } from '../support/describe-world.js';
@@ -45,5 +45,20 @@ describeWorld('recon run batches', (suite) => {
   it('bounds the batch by the rate limit and the lease: 10/s and 2 minutes, 300 operations', async () => {
     const sizes = await batches(1600, { ...DEFAULT_CAPABILITIES, rateLimit: 10, leaseMs: 120_000 });
     expect(sizes).toEqual([300, 300, 300, 300, 300, 100]);
+  });
+
+  it('gives each of 4 workers a quarter of a backlog of 12,000 (at most 5,000 at once): one listing of the ledger each', () => {
+    const fast = {
+      capabilities: { ...DEFAULT_CAPABILITIES, rateLimit: 1_000_000, leaseMs: 120_000 },
+      prepareLookups: async () => {},
+    };
+    // At most 2,000, two workers took two batches each (the next is claimed while this one is looked
+    // up) and listed the ledger's recent refunds again for the second.
+    expect(claimSize(12_000, [fast])).toBe(3000);
+    expect(claimSize(20_000, [fast])).toBe(5000);
+    expect(claimSize(100_000, [fast])).toBe(5000);
+    // The rate limit and lease still bound it, and a provider that does not prepare its batches keeps 200.
+    expect(claimSize(12_000, [{ ...fast, capabilities: { ...fast.capabilities, rateLimit: 25 } }])).toBe(750);
+    expect(claimSize(12_000, [fast, { capabilities: fast.capabilities }])).toBe(200);
   });
 });

@@ -263,8 +263,8 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
       [s.head, s.headCreated] = [refund.id, refund.created];
   };
 
-  /** One more page back in time. */
-  const walkBack = async (s: Scan) => {
+  /** One more page back in time; its refunds. */
+  const walkBack = async (s: Scan): Promise<Stripe.Refund[]> => {
     const { page, readFrom } = await list(s.tail ? { starting_after: s.tail } : {});
     // The first page of a scan begun before any answer was received: when it was read bounds both
     // what the next refresh lists again and the events it lists.
@@ -275,6 +275,7 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
     const last = page.data[page.data.length - 1];
     if (last) [s.tail, s.tailCreated] = [last.id, last.created];
     if (!page.has_more || !last) s.complete = true;
+    return page.data;
   };
 
   /**
@@ -413,10 +414,16 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
     // A scan that cannot follow status changes answers for MAX_AGE_MS from its start only: its walk is
     // kept to what it was before a batch could list a quarter of the lease.
     const perBatch = followsEvents ? pagesPerBatch : Math.min(pagesPerBatch, PAGES_PER_BATCH);
+    // How far back the batch needs the listing changes only with a page that lists one of its
+    // operations' refunds: worked out again then, not at every page (a walk of 150 pages for a batch of
+    // 3,000 read the batch's operations 450,000 times).
+    const batchOps = new Set(eligible.map((q) => q.operation_id!));
+    let from = target(s, eligible);
     for (let pages = 0; !s.complete && budget > 0 && pages < perBatch; pages++) {
-      if (s.tail !== null && covers(s, target(s, eligible))) break;
+      if (s.tail !== null && covers(s, from)) break;
       budget--;
-      await walkBack(s);
+      const listed = await walkBack(s);
+      if (listed.some((r) => batchOps.has(r.metadata?.['recon_operation_id'] ?? ''))) from = target(s, eligible);
     }
     // A long walk (up to a quarter of the lease): brought up to date again, so that the batch is not
     // answered from a listing as old as the walk's first page.
