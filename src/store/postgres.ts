@@ -3,6 +3,7 @@
  * open a store (`--version`, `--help`) do not load it.
  */
 import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import type { Pool, PoolClient, QueryConfig, QueryResult as PgResult } from 'pg';
 import { StoreLockedError } from '../errors.js';
 import { planKept, type Db, type Queryable, type QueryResult } from './db.js';
@@ -53,14 +54,18 @@ export interface PostgresOptions {
 }
 
 /**
- * `pg`, imported without loading Node's fetch implementation. pg asks whether it runs in a
- * Cloudflare Worker when it is loaded: from `navigator.userAgent` where Node has it (21 and later),
- * else by building a `Response`, which loads all of undici on Node 20: ~40 ms of CPU at every start
- * that opens PostgreSQL (`node --cpu-prof` of `recon run`; four workers start four times). On Node
- * 20 a `navigator` as Node 21 has it stands in while pg loads, and is removed after.
+ * `pg`: the one file `npm run build` bundles it into (dist/vendor/pg.cjs, scripts/vendor.mjs: ~22 ms
+ * of CPU where the package's ~40 files take ~39 ms, at every start that opens PostgreSQL), else
+ * (not built; the TypeScript run as it is, by the tests) the package.
+ *
+ * Loaded without Node's fetch implementation: pg asks whether it runs in a Cloudflare Worker when
+ * it is loaded: from `navigator.userAgent` where Node has it (21 and later), else by building a
+ * `Response`, which loads all of undici on Node 20: ~40 ms of CPU at every start that opens
+ * PostgreSQL (`node --cpu-prof` of `recon run`; four workers start four times). On Node 20 a
+ * `navigator` as Node 21 has it stands in while pg loads, and is removed after.
  */
 async function importPg(): Promise<typeof import('pg').default> {
-  if ('navigator' in globalThis) return (await import('pg')).default;
+  if ('navigator' in globalThis) return loadPg();
   const major = process.versions.node.split('.')[0];
   Object.defineProperty(globalThis, 'navigator', {
     value: { userAgent: `Node.js/${major}` },
@@ -68,9 +73,19 @@ async function importPg(): Promise<typeof import('pg').default> {
     writable: true,
   });
   try {
-    return (await import('pg')).default;
+    return await loadPg();
   } finally {
     delete (globalThis as { navigator?: unknown }).navigator;
+  }
+}
+
+async function loadPg(): Promise<typeof import('pg').default> {
+  try {
+    // dist/src/store/postgres.js → dist/vendor/pg.cjs
+    return createRequire(import.meta.url)('../../vendor/pg.cjs') as typeof import('pg').default;
+  } catch (err) {
+    if ((err as { code?: string }).code !== 'MODULE_NOT_FOUND') throw err;
+    return (await import('pg')).default;
   }
 }
 

@@ -1,0 +1,96 @@
+/**
+ * The Stripe SDK and pg, each bundled into one file by `npm test` and `npm run build`
+ * (scripts/vendor.mjs, dist/vendor/<name>.cjs): each is the installed package's code (same version,
+ * same exports; for Stripe the same resources and error classes), and the built CLI loads them
+ * instead of the packages' files. The CLI's tests (`recon run`, `lookup`, `submit` against the
+ * sandbox and PostgreSQL) run through them.
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import type Stripe from 'stripe';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const bundleOf = (name: string) => path.join(root, 'dist', 'vendor', `${name}.cjs`);
+const require = createRequire(import.meta.url);
+
+/** The installed package's version, from its package.json (found from where it resolves). */
+function installedVersion(name: string): string {
+  for (let dir = path.dirname(require.resolve(name)); ; dir = path.dirname(dir)) {
+    const file = path.join(dir, 'package.json');
+    if (fs.existsSync(file)) {
+      const pkg = JSON.parse(fs.readFileSync(file, 'utf8')) as { name: string; version: string };
+      if (pkg.name === name) return pkg.version;
+    }
+  }
+}
+
+/** What a client built by this SDK offers: its resources, and the names of its error classes. */
+function stripeShape(Sdk: typeof Stripe) {
+  const client = new Sdk('sk_test_vendor', { telemetry: false }) as unknown as Record<string, unknown>;
+  return {
+    version: Sdk.PACKAGE_VERSION,
+    resources: Object.keys(client)
+      .filter((k) => typeof client[k] === 'object' && client[k] !== null)
+      .sort(),
+    errors: Object.keys(Sdk.errors).sort(),
+  };
+}
+
+/** Runs an ES module script in a new node; its stdout as JSON. */
+function runScript(script: string): unknown {
+  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }));
+}
+
+/** In the script's process: whether the bundle was loaded, and how many files of the package were. */
+const loadedFrom = (name: string) => `(() => {
+  const loaded = Object.keys(createRequire(import.meta.url).cache);
+  const pkg = ${JSON.stringify(`${path.sep}node_modules${path.sep}${name}${path.sep}`)};
+  return { bundle: loaded.includes(${JSON.stringify(bundleOf(name))}), packageFiles: loaded.filter((f) => f.includes(pkg)).length };
+})()`;
+
+describe('the bundled dependencies (dist/vendor)', () => {
+  it.each(['stripe', 'pg'])('%s: the bundle is of the installed version', (name) => {
+    expect(fs.existsSync(bundleOf(name)), 'npm test builds it (scripts/vendor.mjs)').toBe(true);
+    expect(fs.readFileSync(bundleOf(name), 'utf8').split('\n')[0]).toBe(
+      `// ${name} ${installedVersion(name)}, bundled by scripts/vendor.mjs`,
+    );
+  });
+
+  it('stripe: the same version, resources and error classes as the package', () => {
+    const bundled = require(bundleOf('stripe')) as typeof Stripe;
+    const installed = require('stripe') as typeof Stripe;
+    expect(bundled).not.toBe(installed);
+    const mine = stripeShape(bundled);
+    expect(mine).toEqual(stripeShape(installed));
+    expect(mine.resources).toContain('refunds');
+    expect(mine.errors).toContain('StripeIdempotencyError');
+  });
+
+  it('pg: the same exports as the package', () => {
+    const bundled = require(bundleOf('pg')) as Record<string, unknown>;
+    const installed = require('pg') as Record<string, unknown>;
+    expect(bundled).not.toBe(installed);
+    expect(Object.keys(bundled).sort()).toEqual(Object.keys(installed).sort());
+    expect(typeof bundled.Pool).toBe('function');
+  });
+
+  it('the built code loads the bundles, not the packages', () => {
+    const stripe = runScript(`
+      import { createRequire } from 'node:module';
+      const { StripeSdk } = await import(${JSON.stringify(path.join(root, 'dist', 'src', 'providers', 'stripe', 'sdk.js'))});
+      console.log(JSON.stringify({ version: StripeSdk.PACKAGE_VERSION, ...${loadedFrom('stripe')} }));`);
+    expect(stripe).toEqual({ version: installedVersion('stripe'), bundle: true, packageFiles: 0 });
+    // Opening a PostgreSQL store loads pg (it connects at the first query: none is made).
+    const pg = runScript(`
+      import { createRequire } from 'node:module';
+      const { openPostgres } = await import(${JSON.stringify(path.join(root, 'dist', 'src', 'store', 'postgres.js'))});
+      await openPostgres('postgres://recon@127.0.0.1:9/none');
+      console.log(JSON.stringify(${loadedFrom('pg')}));
+      process.exit(0);`);
+    expect(pg).toEqual({ bundle: true, packageFiles: 0 });
+  });
+});
