@@ -41,9 +41,11 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
     const files = runtimeFiles();
     // Looked at under the lock: another process may have created the store meanwhile.
     const template = absDir === undefined || isEmptyFolder(absDir) ? opts.template?.() : undefined;
-    const { PGlite, MemoryFS } = await import('@electric-sql/pglite');
+    // Loaded while a new folder is written (unpackInto waits on the disk, not the CPU).
+    const pglite = import('@electric-sql/pglite');
     // A new folder gets the template's files before PostgreSQL starts on it: an existing store, to PGlite.
-    if (template && absDir) unpackInto(absDir, readTar(new Uint8Array(await template.arrayBuffer())));
+    if (template && absDir) await unpackInto(absDir, readTar(new Uint8Array(await template.arrayBuffer())));
+    const { PGlite, MemoryFS } = await pglite;
     // PGlite already returns int8 as a number; numeric (amount sums) comes back as text otherwise.
     const smallPool = absDir === undefined || shortLived;
     pg = await PGlite.create(absDir, {
@@ -96,31 +98,67 @@ const createdFromTemplate = new WeakMap<Db, number[]>();
  * as initdb would have made them (folders 0700, files 0600). PGlite's `loadDataDir` writes each of a
  * folder store's ~1,000 files through its emulated file system (path lookups, open, write, utime, each
  * from JavaScript into WebAssembly and back), ~0.5 s of `recon init`'s ~1.7 s of CPU (node --cpu-prof);
- * here ~0.05 s. A failure (a full disk, a folder turned read-only) is Node's error, reported as any
- * other, and the half-written folder is emptied by the caller.
+ * here the folders first, then the files UNPACK_WRITERS at a time, taken from each folder in turn: on
+ * this machine's ext4 creating a file takes ~0.7 ms however small it is, and creating 1,028 files one
+ * after the other 690–850 ms, this way 450–520 ms (creates in one folder wait for each other; in
+ * different folders they do not). A failure (a full disk, a folder turned read-only) is Node's error,
+ * reported as any other, once the writes in flight have ended; the half-written folder is emptied by
+ * the caller.
  */
-function unpackInto(dir: string, entries: TarEntry[]): void {
+async function unpackInto(dir: string, entries: TarEntry[]): Promise<void> {
   const made = new Set<string>([dir]);
   const folder = (p: string) => {
     if (made.has(p)) return;
     fs.mkdirSync(p, { recursive: true, mode: 0o700 });
     made.add(p);
   };
+  const named = (err: unknown) => {
+    // Named by its code (ENOSPC, EACCES), as when PGlite wrote the files: the message says where.
+    const code = (err as NodeJS.ErrnoException).code;
+    return code ? Object.assign(new Error(code, { cause: err }), { code }) : err;
+  };
+  const byFolder = new Map<string, { file: string; data: Uint8Array }[]>();
   try {
     for (const e of entries) {
       const p = path.join(dir, e.name);
       if (e.type === 'dir') folder(p);
       else {
-        folder(path.dirname(p));
-        fs.writeFileSync(p, e.data, { mode: 0o600, flag: 'wx' });
+        const parent = path.dirname(p);
+        folder(parent);
+        const files = byFolder.get(parent) ?? [];
+        if (files.length === 0) byFolder.set(parent, files);
+        files.push({ file: p, data: e.data });
       }
     }
   } catch (err) {
-    // Named by its code (ENOSPC, EACCES), as when PGlite wrote the files: the message says where.
-    const code = (err as NodeJS.ErrnoException).code;
-    throw code ? Object.assign(new Error(code, { cause: err }), { code }) : err;
+    throw named(err);
   }
+  // One file of each folder in turn.
+  const order: { file: string; data: Uint8Array }[] = [];
+  const folders = [...byFolder.values()];
+  for (let i = 0; folders.length > 0; i++) {
+    for (let k = folders.length - 1; k >= 0; k--) if (i >= folders[k].length) folders.splice(k, 1);
+    for (const files of folders) order.push(files[i]);
+  }
+  let next = 0;
+  let failed: { err: unknown } | undefined;
+  await Promise.all(
+    Array.from({ length: Math.min(UNPACK_WRITERS, order.length) }, async () => {
+      while (failed === undefined && next < order.length) {
+        const { file, data } = order[next++];
+        try {
+          await fs.promises.writeFile(file, data, { mode: 0o600, flag: 'wx' });
+        } catch (err) {
+          failed ??= { err };
+        }
+      }
+    }),
+  );
+  if (failed) throw named(failed.err);
 }
+
+/** Files written at once by unpackInto (Node's thread pool has 4 threads; more in flight keep them busy). */
+const UNPACK_WRITERS = 16;
 
 /**
  * PGlite's in-memory file system with a `memory:` store's data folder already in it: the template's
