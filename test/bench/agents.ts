@@ -297,6 +297,8 @@ export const agentsBench: Benchmark = {
           }
           const u1 = await usage();
           soloCost[tool] = { cpu: (u1.server - u0.server) / solo, queries: (u1.queries - u0.queries) / solo };
+          // Every tool reads the store: a count of none is a counter hooked on a pg recon does not load.
+          if (soloCost[tool].queries === 0) throw new Error(`count-queries.ts counted no statement of ${tool}`);
         }
         await end(s);
       }

@@ -5,15 +5,24 @@
  * SIGWINCH (a server without a terminal gets it from nobody else) collects its garbage (when started
  * with --expose-gc) and prints `collected`: the bench reads the RSS after it.
  * Measuring only: recon itself has no such counter. RECON_BENCH_ROOT names the repository whose
- * `pg` recon loads.
+ * `pg` recon loads (its dist/vendor/pg.cjs, as src/store/postgres.ts loads it, else the package).
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
 const root = process.env.RECON_BENCH_ROOT ?? process.cwd();
-const pg = createRequire(path.join(root, 'package.json'))('pg') as {
-  Client: { prototype: { query: (...args: unknown[]) => unknown } };
-};
+const require = createRequire(path.join(root, 'package.json'));
+type Pg = { Client: { prototype: { query: (...args: unknown[]) => unknown } } };
+/** The pg recon loads: the built bundle (src/store/postgres.ts), else the package. */
+function loadPg(): Pg {
+  try {
+    return require(path.join(root, 'dist', 'vendor', 'pg.cjs')) as Pg;
+  } catch (err) {
+    if ((err as { code?: string }).code !== 'MODULE_NOT_FOUND') throw err;
+    return require('pg') as Pg;
+  }
+}
+const pg = loadPg();
 let count = 0;
 const query = pg.Client.prototype.query;
 pg.Client.prototype.query = function (this: unknown, ...args: unknown[]) {
