@@ -67,7 +67,10 @@ async function heavyLoaded(
   const urls = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').filter(Boolean) : [];
   if (!urls.some((u) => u.endsWith('/bin/recon')))
     throw new Error(`the module hook saw nothing: cannot check what recon ${args.join(' ')} loads`);
-  return packages.filter((pkg) => urls.some((u) => u.includes(`/node_modules/${pkg}/`)));
+  // A package, or its bundle (scripts/vendor.mjs: dist/vendor/stripe.cjs, pg.cjs), which recon loads in its place.
+  return packages.filter((pkg) =>
+    urls.some((u) => u.includes(`/node_modules/${pkg}/`) || u.endsWith(`/dist/vendor/${pkg}.cjs`)),
+  );
 }
 
 export const startup: Benchmark = {
