@@ -12,6 +12,8 @@ export interface ProviderDeps {
   /** Injected for tests of rate limiting and 429 back-off; default real timers. */
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
+  /** Stripe only: the SDK's wait before it retries a closed connection (providers/stripe/client.ts). */
+  networkRetryDelayS?: number;
 }
 
 export async function createProvider(name: string, loaded: LoadedConfig, deps: ProviderDeps = {}): Promise<Provider> {

@@ -4,9 +4,10 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import type { LoadedConfig } from '../../src/config/types.js';
+import type { LoadedConfig, StripeProviderConfig } from '../../src/config/types.js';
 import { UsageError } from '../../src/errors.js';
 import { createProvider } from '../../src/providers/index.js';
+import { createClient } from '../../src/providers/stripe/client.js';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import type { Provider, SubmitRequest } from '../../src/types.js';
 
@@ -101,6 +102,21 @@ describe('submit classification (SPEC §3)', () => {
     sandbox.faults.inject({ kind: 'commit_then_drop' }, { times: 2 });
     const result = await stripe.submit(refundOp(payment_intent, 700));
     expect(result).toMatchObject({ outcome: 'unknown', error_class: 'connection' });
+    expect(sandbox.refunds({ payment_intent })).toHaveLength(1);
+  });
+
+  it("the SDK's wait before it retries a closed connection: 0.5 s, or what networkRetryDelayS says (the demo's 0); the retry is the same", async () => {
+    const config = configFor(sandbox).providers.stripe as StripeProviderConfig;
+    expect(createClient(config).stripe.getInitialNetworkRetryDelay()).toBe(0.5);
+    expect(createClient(config, { networkRetryDelayS: 0 }).stripe.getInitialNetworkRetryDelay()).toBe(0);
+    // Without the wait, the same story: the SDK's retry carries the same key, so one refund.
+    const quick = await createProvider('stripe', configFor(sandbox), { networkRetryDelayS: 0 });
+    const { payment_intent } = sandbox.seedPaymentIntent({ amount: 5000, currency: 'usd' });
+    sandbox.faults.inject({ kind: 'commit_then_drop' }, { times: 2 });
+    expect(await quick.submit(refundOp(payment_intent, 700))).toMatchObject({
+      outcome: 'unknown',
+      error_class: 'connection',
+    });
     expect(sandbox.refunds({ payment_intent })).toHaveLength(1);
   });
 

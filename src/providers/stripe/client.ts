@@ -23,6 +23,12 @@ export interface StripeClient {
 export interface ClientDeps {
   sleep?: Sleep;
   random?: () => number;
+  /**
+   * Seconds stripe-node waits before it sends a request again after its connection closed (its one
+   * retry of a closed connection, made even with maxNetworkRetries 0): 0.5 s unless given, which its
+   * options cannot change. The demo gives 0: it moves its clock on rather than waiting (src/demo/world.ts).
+   */
+  networkRetryDelayS?: number;
 }
 
 export function createClient(config: StripeProviderConfig, deps: ClientDeps = {}): StripeClient {
@@ -37,6 +43,8 @@ export function createClient(config: StripeProviderConfig, deps: ClientDeps = {}
     timeout: config.capabilities.timeoutMs,
     telemetry: false,
   });
+  const retryDelayS = deps.networkRetryDelayS;
+  if (retryDelayS !== undefined) stripe.getInitialNetworkRetryDelay = () => retryDelayS;
   const bucket = new TokenBucket({ ratePerSec: config.capabilities.rateLimit, sleep });
 
   const call = <T>(fn: () => Promise<T>, kind: 'read' | 'write'): Promise<T> =>
