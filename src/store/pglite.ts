@@ -43,6 +43,8 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
     const template = absDir === undefined || isEmptyFolder(absDir) ? opts.template?.() : undefined;
     // Loaded while a new folder is written (unpackInto waits on the disk, not the CPU).
     const pglite = import('@electric-sql/pglite');
+    // Awaited below; marked handled now, so that a failing write is the error reported, not an unhandled rejection.
+    pglite.catch(() => undefined);
     // A new folder gets the template's files before PostgreSQL starts on it: an existing store, to PGlite.
     if (template && absDir) await unpackInto(absDir, readTar(new Uint8Array(await template.arrayBuffer())));
     const { PGlite, MemoryFS } = await pglite;
