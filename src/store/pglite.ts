@@ -127,8 +127,8 @@ async function unpackInto(dir: string, entries: TarEntry[]): Promise<void> {
       else {
         const parent = path.dirname(p);
         folder(parent);
-        const files = byFolder.get(parent) ?? [];
-        if (files.length === 0) byFolder.set(parent, files);
+        let files = byFolder.get(parent);
+        if (!files) byFolder.set(parent, (files = []));
         files.push({ file: p, data: e.data });
       }
     }
@@ -138,10 +138,8 @@ async function unpackInto(dir: string, entries: TarEntry[]): Promise<void> {
   // One file of each folder in turn.
   const order: { file: string; data: Uint8Array }[] = [];
   const folders = [...byFolder.values()];
-  for (let i = 0; folders.length > 0; i++) {
-    for (let k = folders.length - 1; k >= 0; k--) if (i >= folders[k].length) folders.splice(k, 1);
-    for (const files of folders) order.push(files[i]);
-  }
+  const rounds = Math.max(0, ...folders.map((files) => files.length));
+  for (let i = 0; i < rounds; i++) for (const files of folders) if (i < files.length) order.push(files[i]);
   let next = 0;
   let failed: { err: unknown } | undefined;
   await Promise.all(

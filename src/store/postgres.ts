@@ -3,10 +3,10 @@
  * open a store (`--version`, `--help`) do not load it.
  */
 import { createHash } from 'node:crypto';
-import { createRequire } from 'node:module';
 import type { Pool, PoolClient, QueryConfig, QueryResult as PgResult } from 'pg';
 import { StoreLockedError } from '../errors.js';
 import { planKept, type Db, type Queryable, type QueryResult } from './db.js';
+import { requireBundled } from '../lib/bundled.js';
 import { REDACTED, redact, registerSecret } from '../config/redact.js';
 import * as codes from './pgcodes.js';
 
@@ -80,13 +80,8 @@ async function importPg(): Promise<typeof import('pg').default> {
 }
 
 async function loadPg(): Promise<typeof import('pg').default> {
-  try {
-    // dist/src/store/postgres.js → dist/vendor/pg.cjs
-    return createRequire(import.meta.url)('../../vendor/pg.cjs') as typeof import('pg').default;
-  } catch (err) {
-    if ((err as { code?: string }).code !== 'MODULE_NOT_FOUND') throw err;
-    return (await import('pg')).default;
-  }
+  const bundled = requireBundled('pg') as typeof import('pg').default | undefined;
+  return bundled ?? (await import('pg')).default;
 }
 
 export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Db> {

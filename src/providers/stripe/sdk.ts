@@ -10,18 +10,8 @@
  */
 import { createRequire } from 'node:module';
 import type Stripe from 'stripe';
+import { requireBundled } from '../../lib/bundled.js';
 
-const require = createRequire(import.meta.url);
-/** dist/src/providers/stripe/sdk.js → dist/vendor/stripe.cjs (built, not a source file). */
-const BUNDLE = '../../../vendor/stripe.cjs';
+const bundled = requireBundled('stripe') as typeof Stripe | undefined;
 
-function load(): typeof Stripe {
-  try {
-    return require(BUNDLE) as typeof Stripe;
-  } catch (err) {
-    if ((err as { code?: string }).code !== 'MODULE_NOT_FOUND') throw err;
-    return require('stripe') as typeof Stripe;
-  }
-}
-
-export const StripeSdk = load();
+export const StripeSdk = bundled ?? (createRequire(import.meta.url)('stripe') as typeof Stripe);
