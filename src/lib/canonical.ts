@@ -3,7 +3,7 @@
  * "same id, other payload" a refusal (SPEC §1.3), and the audit chain hashes events the same way,
  * so one value must always give one string: across key orders, processes and versions.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { UsageError } from '../errors.js';
 
 /**
@@ -18,11 +18,85 @@ import { UsageError } from '../errors.js';
  * @throws UsageError naming the path of the offending value.
  */
 export function canonicalJson(value: unknown): string {
-  return write(value, [], new Set());
+  let ready: unknown;
+  try {
+    ready = sortedForStringify(value, 0);
+  } catch {
+    // Not JSON (or nested deeper than the fast path goes): the careful writer, which names the path.
+    return write(value, [], new Set());
+  }
+  return JSON.stringify(ready);
 }
 
+/** How deep the fast path goes; a value nested deeper (or a cycle) is written by `write`. */
+const FAST_DEPTH = 64;
+
+/**
+ * `value` as JSON.stringify writes canonically: the value itself where every object's keys are in
+ * order already (the audit events and lookups recon hashes are built so), else a copy with each
+ * unsorted object's keys sorted and its `undefined` members dropped, an `undefined` array item
+ * (or hole) as null. One native JSON.stringify then writes the text: `recon run` hashes several
+ * events per operation, and building the text here key by key took twice as long. Throws (a
+ * plain Error, for canonicalJson to hand the value to `write`) on anything `write` refuses.
+ */
+function sortedForStringify(value: unknown, depth: number): unknown {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      if (!Number.isFinite(value)) throw new Error('not finite');
+      return value;
+    case 'object':
+      break;
+    default:
+      throw new Error('not JSON');
+  }
+  if (value === null) return null;
+  if (depth > FAST_DEPTH) throw new Error('too deep');
+  if (value instanceof Date) {
+    if (Number.isNaN(value.getTime())) throw new Error('invalid Date');
+    return value.toISOString();
+  }
+  if (Array.isArray(value)) {
+    let out: unknown[] | null = null;
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      const ready = item === undefined ? null : sortedForStringify(item, depth + 1);
+      if (out === null && ready !== item) out = value.slice(0, i) as unknown[];
+      if (out !== null) out.push(ready);
+    }
+    return out ?? value;
+  }
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) throw new Error('not a plain object');
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  let sorted = true;
+  for (let k = 1; k < keys.length && sorted; k++) sorted = keys[k - 1] < keys[k];
+  if (!sorted) {
+    // An object lists its integer keys ("9", "10") first, in numeric order, whatever order they are
+    // set in: a copy cannot hold them in code-unit order ("10" before "9"). `write` writes those.
+    for (const key of keys) if (key.charCodeAt(0) - 48 < 10 && key.charCodeAt(0) >= 48) throw new Error('integer key');
+    keys.sort();
+  }
+  // A copy where anything changes; its prototype null, so that a key `__proto__` stays a key.
+  let out: Record<string, unknown> | null = sorted ? null : (Object.create(null) as Record<string, unknown>);
+  for (let k = 0; k < keys.length; k++) {
+    const item = record[keys[k]];
+    const ready = item === undefined ? undefined : sortedForStringify(item, depth + 1);
+    if (out === null && ready !== item) {
+      out = Object.create(null) as Record<string, unknown>;
+      for (let j = 0; j < k; j++) out[keys[j]] = record[keys[j]];
+    }
+    if (out !== null && ready !== undefined) out[keys[k]] = ready;
+  }
+  return out ?? value;
+}
+
+/** One-shot `crypto.hash` (Node ≥ 20.12): half the time of a Hash object per event hashed. */
 export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
+  return hash('sha256', text, 'hex');
 }
 
 /** sha256 of the canonical JSON: `operations.payload_hash`. */

@@ -39,6 +39,24 @@ describe('canonicalJson', () => {
     expect(canonicalJson({ b: 1, B: 2, a: 3, é: 4, _: 5 })).toBe('{"B":2,"_":5,"a":3,"b":1,"é":4}');
   });
 
+  it('writes integer keys in code-unit order too, though an object lists them in numeric order', () => {
+    expect(canonicalJson({ b: 1, 9: 2, 10: 3, a: { 2: 0, 11: 1 } })).toBe('{"10":3,"9":2,"a":{"11":1,"2":0},"b":1}');
+    expect(canonicalJson({ 10: 1, 9: 2 })).toBe('{"10":1,"9":2}');
+  });
+
+  it('keeps a key __proto__ of a parsed value as a key, sorted with the others', () => {
+    expect(canonicalJson(JSON.parse('{"z":1,"__proto__":{"b":2,"a":1}}'))).toBe('{"__proto__":{"a":1,"b":2},"z":1}');
+  });
+
+  it('writes a value built with its keys in order, or in any other, the same', () => {
+    const at = new Date('2024-05-01T00:00:00Z');
+    const inOrder = { a: [1, { x: undefined, y: at }], b: { c: 'x', d: null }, e: undefined };
+    const shuffled = { e: undefined, b: { d: null, c: 'x' }, a: [1, { y: at, x: undefined }] };
+    const text = '{"a":[1,{"y":"2024-05-01T00:00:00.000Z"}],"b":{"c":"x","d":null}}';
+    expect(canonicalJson(inOrder)).toBe(text);
+    expect(canonicalJson(shuffled)).toBe(text);
+  });
+
   it.each([
     [{ amount: NaN }, '$.amount: NaN is not a JSON number'],
     [{ a: [1, Infinity] }, '$.a[1]: Infinity is not a JSON number'],

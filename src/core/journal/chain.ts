@@ -27,16 +27,17 @@ export function eventHash(
   ev: Omit<AuditEvent, 'hash' | 'prev_hash' | 'key_id'>,
   key?: AuditKey | null,
 ): string {
+  // Keys in canonical order already: canonicalJson writes the object as it is, without a sorted copy.
   const body = canonicalJson({
-    operation_id: ev.operation_id,
-    seq: ev.seq,
-    at: ev.at.toISOString(),
     actor: ev.actor,
-    kind: ev.kind,
-    from_state: ev.from_state,
-    to_state: ev.to_state,
-    rule: ev.rule,
+    at: ev.at.toISOString(),
     detail: ev.detail,
+    from_state: ev.from_state,
+    kind: ev.kind,
+    operation_id: ev.operation_id,
+    rule: ev.rule,
+    seq: ev.seq,
+    to_state: ev.to_state,
   });
   return key ? hmacHex(key, prevHash + body) : sha256Hex(prevHash + body);
 }
