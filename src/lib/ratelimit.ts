@@ -183,13 +183,19 @@ export function limitConcurrency(n: number): <T>(task: () => Promise<T>) => Prom
     throw new UsageError(`concurrency: ${n} is not a valid limit; use a whole number of at least 1`);
   }
   let active = 0;
-  const waiting: (() => void)[] = [];
+  // A queue read from `head` (shift() moves the whole array: `recon run` queues a batch of up to
+  // 5,000 lookups behind its concurrency), compacted once it has been read halfway.
+  let waiting: (() => void)[] = [];
+  let head = 0;
   // A finishing task hands its slot straight to the next waiter, so a task arriving in between
   // cannot overtake the queue.
   const release = () => {
-    const wake = waiting.shift();
-    if (wake) wake();
-    else active--;
+    if (head < waiting.length) {
+      const wake = waiting[head++];
+      if (head === waiting.length) [waiting, head] = [[], 0];
+      else if (head > 1024 && head * 2 > waiting.length) [waiting, head] = [waiting.slice(head), 0];
+      wake();
+    } else active--;
   };
   return async <T>(task: () => Promise<T>): Promise<T> => {
     if (active >= n) await new Promise<void>((resolve) => waiting.push(resolve));

@@ -235,6 +235,32 @@ describe('limitConcurrency', () => {
     ]);
   });
 
+  it('keeps arrival order through a long queue that is drained while more arrive', async () => {
+    // 5,000 queued behind 3 (a batch of recon run), 500 more arriving while the first ones run:
+    // the queue is read from its head and compacted along the way; every task runs once, in order.
+    const limit = limitConcurrency(3);
+    const started: number[] = [];
+    let active = 0;
+    let peak = 0;
+    const task = (i: number) =>
+      limit(async () => {
+        started.push(i);
+        peak = Math.max(peak, ++active);
+        await tick();
+        active--;
+        return i;
+      });
+    const first = Array.from({ length: 5000 }, (_, i) => task(i));
+    await tick();
+    const more = Array.from({ length: 500 }, (_, i) => task(5000 + i));
+    const results = await Promise.all([...first, ...more]);
+    expect(results).toEqual(Array.from({ length: 5500 }, (_, i) => i));
+    expect(started).toEqual(results);
+    expect(peak).toBe(3);
+    // Empty again, it starts at once.
+    await expect(task(-1)).resolves.toBe(-1);
+  });
+
   it.each([0, 1.5, -1])('refuses a limit of %d', (n) => {
     expect(() => limitConcurrency(n)).toThrow(UsageError);
   });
