@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { StoreLockedError, UsageError } from '../../src/errors.js';
-import type { Db } from '../../src/store/db.js';
+import { textArrayParam, type Db } from '../../src/store/db.js';
 import { loadMigrations, migrate, schemaStatus, SchemaVersionError } from '../../src/store/migrate.js';
 import { openStore, parseStoreUrl, resolveStoreUrl } from '../../src/store/open.js';
 import { backends, removeTempStores } from '../support/backends.js';
@@ -182,6 +182,27 @@ describe.each(backends)('store on $name', (backend) => {
     expect((await db.query('INSERT INTO public.c SELECT generate_series(1, $1::int)', [3])).rowCount).toBe(3);
     expect((await db.query('UPDATE public.c SET id = id + 1 WHERE id > $1::int', [1])).rowCount).toBe(2);
     expect((await db.query('SELECT * FROM public.c')).rowCount).toBe(3);
+  });
+
+  it('reads an array parameter written by textArrayParam as the values it was made of', async () => {
+    const db = await queryStore();
+    const hostile = ['a', '', 'NULL', 'null', 'say "hi"', 'back\\slash \\"', '{,}', ' spaced ', 'é 😀 \u2028'];
+    // (A lone surrogate cannot reach the server at all: UTF-8 has no spelling for it.)
+    const controls = ['line\nbreak', 'tab\there', 'nul-free \u0001'];
+    for (const values of [hostile, [...hostile, null], controls, [...hostile, ...controls], [], [null]]) {
+      const param = textArrayParam(values);
+      // Only values JSON writes as PostgreSQL reads them go as one literal; the others as they are.
+      expect(typeof param === 'string').toBe(!values.some((v) => v !== null && /[\u0000-\u001f\ud800-\udfff]/.test(v)));
+      const r = await db.query<{ v: (string | null)[] }>('SELECT $1::text[] AS v', [param]);
+      expect(r.rows[0].v).toEqual(values);
+    }
+    // JSON texts (JSON.stringify's output: control characters and lone surrogates escaped) as jsonb[].
+    const objects = [{ a: 'x"y\\z', n: 1 }, { nl: 'one\ntwo', tab: '\t', e: '😀' }, null, { nested: { k: [1, null] } }];
+    const texts = objects.map((o) => (o === null ? null : JSON.stringify(o)));
+    const param = textArrayParam(texts, { jsonTexts: true });
+    expect(typeof param).toBe('string');
+    const r = await db.query<{ v: unknown[] }>('SELECT $1::jsonb[] AS v', [param]);
+    expect(r.rows[0].v).toEqual(objects);
   });
 
   it('claims rows with FOR UPDATE SKIP LOCKED', async () => {
