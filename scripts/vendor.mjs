@@ -9,11 +9,15 @@
 // rolldown (the bundler vite itself uses). Without a bundle (not built, or the TypeScript run as
 // it is), recon loads the package.
 //
+// Then each bundle's V8 code cache for this Node (src/lib/bundled.ts: codeCachePath), made in a new
+// node process that loads the bundle as recon does and, for Stripe, builds a client: the functions
+// that run at every start come compiled. Made again when the bundle is newer than it.
+//
 //   node scripts/vendor.mjs
 import fs from 'node:fs';
 import { createRequire, isBuiltin } from 'node:module';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(path.join(root, 'package.json'));
@@ -70,4 +74,43 @@ for (const { name, external } of PACKAGES) {
     fs.rmSync(entry, { force: true });
   }
   process.stderr.write(`scripts/vendor.mjs: wrote ${path.relative(root, out)} (${name} ${version})\n`);
+}
+
+// The code caches: in a new process (nothing else of recon loaded, V8's default flags: what a start
+// of recon that reaches Stripe or PostgreSQL has), through src/lib/bundled.ts's own loader; and again
+// under the flags a command on the embedded store sets before (store/pglite.ts useBaselineWasm).
+const loader = path.join(root, 'dist', 'src', 'lib', 'bundled.js');
+const pglite = path.join(root, 'dist', 'src', 'store', 'pglite.js');
+if (!fs.existsSync(loader) || !fs.existsSync(pglite)) {
+  process.stderr.write('scripts/vendor.mjs: dist/src not emitted (emit the TypeScript first): no code caches made\n');
+} else {
+  const { execFileSync } = await import('node:child_process');
+  const { BASELINE_WASM_FLAGS } = await import(pathToFileURL(pglite).href);
+  for (const { name } of PACKAGES)
+    for (const flags of ['', BASELINE_WASM_FLAGS]) {
+      const made = execFileSync(
+        process.execPath,
+        [
+          '--input-type=module',
+          '-e',
+          `
+import fs from 'node:fs';
+import v8 from 'node:v8';
+const { bundlePath, codeCachePath, loadBundle } = await import(${JSON.stringify(pathToFileURL(loader).href)});
+const file = bundlePath(${JSON.stringify(name)}, ${JSON.stringify(dir)});
+const flags = ${JSON.stringify(flags)};
+const cache = codeCachePath(file, flags);
+if (fs.existsSync(cache) && fs.statSync(cache).mtimeMs >= fs.statSync(file).mtimeMs) process.exit(0);
+if (flags) v8.setFlagsFromString(flags);
+const { script, module } = loadBundle(file, fs.readFileSync(file, 'utf8'));
+// What every start runs after loading: a client built (Stripe), a pool (pg).
+if (${JSON.stringify(name)} === 'stripe') new module.exports('sk_test_codecache', { telemetry: false });
+else new module.exports.Pool({ connectionString: 'postgres://recon@127.0.0.1:9/none' }).end();
+fs.writeFileSync(cache, script.createCachedData());
+console.log(cache);`,
+        ],
+        { encoding: 'utf8' },
+      ).trim();
+      if (made) process.stderr.write(`scripts/vendor.mjs: wrote ${path.relative(root, made)}\n`);
+    }
 }

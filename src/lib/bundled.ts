@@ -3,17 +3,87 @@
  * required in place of the package's own files; undefined where none was built (the TypeScript run as
  * it is, by the tests), and the caller loads the package. src/providers/stripe/sdk.ts and
  * src/store/postgres.ts load Stripe and pg through here.
+ *
+ * A bundle is compiled with V8's code cache of it, made by the build with this Node
+ * (`<name>.cjs.<V8 version>-<arch>.v8cache`, see codeCachePath): the functions its loading and a
+ * client's construction run come compiled. The Stripe SDK took ~65 ms of CPU to load and build a
+ * client, ~25 ms with the cache: at every start that reaches Stripe (`recon run`: each worker;
+ * `demo`, `mcp`, `lookup`). Another Node, or a cache V8 refuses, is only the slower compile.
  */
-import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import { createRequire, Module } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import vm from 'node:vm';
 
 const require = createRequire(import.meta.url);
 
-export function requireBundled(name: 'stripe' | 'pg'): unknown {
+export type BundleName = 'stripe' | 'pg';
+
+/** dist/src/lib/bundled.js → dist/vendor/ */
+const VENDOR = fileURLToPath(new URL('../../vendor/', import.meta.url));
+
+/** The bundle's file. */
+export const bundlePath = (name: BundleName, vendor = VENDOR) => path.join(vendor, `${name}.cjs`);
+
+/** The V8 flags this process set (noteV8Flags): V8 refuses a code cache made under other flags. */
+let v8Flags = '';
+
+/** Records flags the process set with v8.setFlagsFromString: the bundles loaded after it use the cache made under them. */
+export function noteV8Flags(flags: string): void {
+  v8Flags = flags;
+}
+
+/**
+ * Its code cache for this Node's V8 (whose caches another V8 refuses), architecture and the flags
+ * recon set (none; or the embedded store's WebAssembly flags, store/pglite.ts useBaselineWasm).
+ */
+export const codeCachePath = (bundle: string, flags = v8Flags) =>
+  `${bundle}.${process.versions.v8}-${process.arch}${flags ? `.${flags.replace(/[^a-z0-9]+/gi, '_').replace(/^_|_$/g, '')}` : ''}.v8cache`;
+
+/** How each bundle loaded in this process: with its code cache, without one, or with one V8 refused. */
+export const bundleLoads = new Map<BundleName, 'cached' | 'no cache' | 'cache refused'>();
+
+export function requireBundled(name: BundleName): unknown {
+  const file = bundlePath(name);
+  // Loaded already (here, or by a plain require of the file: the benchmarks' statement counter).
+  const loaded = require.cache[file];
+  if (loaded) return loaded.exports;
+  let source: string;
   try {
-    // dist/src/lib/bundled.js → dist/vendor/<name>.cjs
-    return require(`../../vendor/${name}.cjs`);
+    source = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    if ((err as { code?: string }).code !== 'MODULE_NOT_FOUND') throw err;
+    if ((err as { code?: string }).code !== 'ENOENT') throw err;
     return undefined;
   }
+  let cache: Buffer | undefined;
+  try {
+    cache = fs.readFileSync(codeCachePath(file));
+  } catch {
+    cache = undefined;
+  }
+  const { script, module } = loadBundle(file, source, cache);
+  bundleLoads.set(name, !cache ? 'no cache' : script.cachedDataRejected ? 'cache refused' : 'cached');
+  return module.exports;
+}
+
+/**
+ * Compiles and runs a bundle as Node's CommonJS loader does (the same wrapper and arguments; the
+ * module in require's cache, where a later require of the file finds it), with `cache` as V8's code
+ * cache. The script is returned for scripts/vendor.mjs, which makes the cache from it once run.
+ */
+export function loadBundle(file: string, source: string, cache?: Buffer): { script: vm.Script; module: Module } {
+  const script = new vm.Script(Module.wrap(source), { filename: file, cachedData: cache });
+  const module = new Module(file);
+  module.filename = file;
+  require.cache[file] = module;
+  try {
+    const run = script.runInThisContext() as (...args: unknown[]) => void;
+    run.call(module.exports, module.exports, createRequire(file), module, file, path.dirname(file));
+  } catch (err) {
+    delete require.cache[file];
+    throw err;
+  }
+  module.loaded = true;
+  return { script, module };
 }

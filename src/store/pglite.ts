@@ -13,6 +13,7 @@ import { acquireLock, type StoreLock } from './lock.js';
 import { DISK_FULL, pgCode } from './pgcodes.js';
 import { userName } from '../config/trust.js';
 import { readTar, type TarEntry } from '../lib/tar.js';
+import { noteV8Flags } from '../lib/bundled.js';
 
 const NUMERIC_OID = 1700;
 
@@ -317,6 +318,7 @@ function wrap(pg: PGlite, displayUrl: string, lock?: StoreLock, absDir?: string)
  */
 export function useBaselineWasm(): void {
   v8.setFlagsFromString(BASELINE_WASM_FLAGS);
+  noteV8Flags(BASELINE_WASM_FLAGS);
   shortLived = true;
 }
 

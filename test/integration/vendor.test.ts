@@ -93,4 +93,43 @@ describe('the bundled dependencies (dist/vendor)', () => {
       process.exit(0);`);
     expect(pg).toEqual({ bundle: true, packageFiles: 0 });
   });
+
+  /** In a new node: the built loader's requireBundled of `name` (after `before`), how it loaded and what it gave. */
+  const loadInChild = (name: string, before = '') =>
+    runScript(`
+      const bundled = await import(${JSON.stringify(path.join(root, 'dist', 'src', 'lib', 'bundled.js'))});
+      ${before}
+      const m = bundled.requireBundled(${JSON.stringify(name)});
+      const works = ${JSON.stringify(name)} === 'stripe'
+        ? typeof new m('sk_test_x', { telemetry: false }).refunds.list === 'function'
+        : typeof new m.Pool().query === 'function';
+      console.log(JSON.stringify({ load: bundled.bundleLoads.get(${JSON.stringify(name)}), works }));`);
+
+  it.each(['stripe', 'pg'])(
+    "%s: the build made V8's code cache of the bundle, and the built code loads it with it, under the embedded store's flags too",
+    (name) => {
+      expect(loadInChild(name)).toEqual({ load: 'cached', works: true });
+      // A command on the embedded store sets V8's WebAssembly flags first: a cache made under others would be refused.
+      const pglite = JSON.stringify(path.join(root, 'dist', 'src', 'store', 'pglite.js'));
+      expect(loadInChild(name, `(await import(${pglite})).useBaselineWasm();`)).toEqual({
+        load: 'cached',
+        works: true,
+      });
+    },
+  );
+
+  it('a code cache V8 refuses (another Node made it, or it is damaged) only costs the compile: the bundle loads', () => {
+    const cache = runScript(`
+      const { bundlePath, codeCachePath } = await import(${JSON.stringify(path.join(root, 'dist', 'src', 'lib', 'bundled.js'))});
+      console.log(JSON.stringify(codeCachePath(bundlePath('pg'))));`) as string;
+    const saved = fs.readFileSync(cache);
+    try {
+      fs.writeFileSync(cache, Buffer.from('not a code cache of this V8'));
+      expect(loadInChild('pg')).toEqual({ load: 'cache refused', works: true });
+      fs.rmSync(cache);
+      expect(loadInChild('pg')).toEqual({ load: 'no cache', works: true });
+    } finally {
+      fs.writeFileSync(cache, saved);
+    }
+  });
 });
