@@ -11,7 +11,7 @@
  * transport gets it parsed, so never reads one) and writes the transport's Response, so that a
  * request can be answered when the transport has not.
  */
-import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import { hash, randomUUID, timingSafeEqual } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
@@ -299,8 +299,9 @@ export function releaseAnswered(transport: WebStandardStreamableHTTPServerTransp
   for (const [id, stream] of t._streamMapping) if (stream.resolveJson && !waiting.has(id)) t._streamMapping.delete(id);
 }
 
+/** sha256 of `s`, one-shot (every request's token is compared as one). */
 function digest(s: string): Buffer {
-  return createHash('sha256').update(s).digest();
+  return hash('sha256', s, 'buffer');
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {

@@ -80,3 +80,12 @@ export function textArrayParam(
   const json = JSON.stringify(values);
   return `{${json.slice(1, -1)}}`;
 }
+
+/**
+ * SQL for a jsonb[] made of parameter `$n`, one JSON array (`JSON.stringify(values)`; its nulls SQL
+ * NULLs), in order. The values are written once, by one JSON.stringify, where a jsonb[] parameter
+ * has each written as JSON and that text escaped again into the array's literal by the driver
+ * (npm run bench, claims: the group writes' details; webhooks: the events' payloads).
+ */
+export const jsonbArraySql = (n: number) =>
+  `(SELECT array_agg(nullif(e, 'null'::jsonb) ORDER BY i) FROM jsonb_array_elements($${n}::jsonb) WITH ORDINALITY AS j(e, i))`;

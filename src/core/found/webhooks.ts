@@ -1,6 +1,6 @@
 import type { Operation, Provider, State, WebhookEvent } from '../../types.js';
 import type { CoreContext } from '../journal/context.js';
-import type { Queryable } from '../../store/db.js';
+import { jsonbArraySql, textArrayParam, type Queryable } from '../../store/db.js';
 import { applyFoundTransaction, applyFoundTransactions, type FoundItem } from './apply.js';
 import { lockOperation, rowToOperation, type OperationRow } from '../journal/operations.js';
 import { NotFoundError } from '../../errors.js';
@@ -74,7 +74,7 @@ export async function ingestEvents(ctx: CoreContext, deliveries: Delivery[]): Pr
 const INSERT_EVENTS = `
 INSERT INTO recon.webhook_events (provider, event_id, type, received_at, last_seen_at, provider_id, payload)
 SELECT provider, event_id, type, $4::timestamptz, $4::timestamptz, provider_id, payload
-  FROM unnest($1::text[], $2::text[], $3::text[], $5::text[], $6::jsonb[]) AS u(provider, event_id, type, provider_id, payload)
+  FROM unnest($1::text[], $2::text[], $3::text[], $5::text[], ${jsonbArraySql(6)}) AS u(provider, event_id, type, provider_id, payload)
 ON CONFLICT (provider, event_id) DO NOTHING RETURNING provider, event_id`;
 
 /**
@@ -104,12 +104,12 @@ async function applyEvents(ctx: CoreContext, deliveries: Delivery[]): Promise<In
   const unique = [...firsts.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, d]) => d);
   return ctx.db.transaction(async (tx) => {
     const inserted = await tx.query<{ provider: string; event_id: string }>(INSERT_EVENTS, [
-      unique.map((d) => d.provider.name),
-      unique.map((d) => d.event.event_id),
-      unique.map((d) => d.event.type),
+      textArrayParam(unique.map((d) => d.provider.name)),
+      textArrayParam(unique.map((d) => d.event.event_id)),
+      textArrayParam(unique.map((d) => d.event.type)),
       now.toISOString(),
-      unique.map((d) => d.event.txn?.provider_id ?? null),
-      unique.map((d) => JSON.stringify(d.event.raw ?? {})),
+      textArrayParam(unique.map((d) => d.event.txn?.provider_id ?? null)),
+      JSON.stringify(unique.map((d) => d.event.raw ?? {})),
     ]);
     const fresh = new Set(inserted.rows.map((r) => key(r.provider, r.event_id)));
     // First deliveries, in arrival order: matched to an operation by recon_operation_id, else by a linked provider id.

@@ -1,5 +1,5 @@
 import { LeaseLostError, NotFoundError, RefusedError } from '../../errors.js';
-import { keepPlan, textArrayParam, type Queryable } from '../../store/db.js';
+import { jsonbArraySql, keepPlan, textArrayParam, type Queryable } from '../../store/db.js';
 import { DIVISION_BY_ZERO, pgCode, UNIQUE_VIOLATION } from '../../store/pgcodes.js';
 import type { AuditEvent, LinkedVia, ObservationResult, Operation, ProviderTxn, State } from '../../types.js';
 import type { AuditKey } from '../../lib/keyed-hash.js';
@@ -331,8 +331,8 @@ const WRITE_MOVES = (s: MovesShape) => {
   return `
 WITH u AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::text[], $7::text[],
-                       $8::boolean[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::text[], ${jsonbArray(13)},
-                       $14::int[], $15::text[], $16::text[], ${jsonbArray(17)}, $18::text[], $19::text[],
+                       $8::boolean[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::text[], ${jsonbArraySql(13)},
+                       $14::int[], $15::text[], $16::text[], ${jsonbArraySql(17)}, $18::text[], $19::text[],
                        $22::timestamptz[], $23::text[])
     AS u(id, from_state, to_state, terminal, review_reason, assignee, lease_check, keep_lease, lease_owner,
          lease_expires_at, next_check_at, result, observation, seq, kind, rule, detail, prev_hash, hash, observed_at,
@@ -450,14 +450,6 @@ SELECT l.id AS locked_id, l.state AS locked_state, l.lease_owner AS locked_lease
        up.*
   FROM locked l LEFT JOIN updated up ON up.id = l.id`;
 };
-
-/**
- * A jsonb[] of the moves' statement from parameter `$n`, one JSON array (its nulls SQL NULLs): the
- * objects are written by one JSON.stringify, where a jsonb[] parameter wrote each as JSON and then
- * that text again, escaped, into the array's literal (npm run bench, claims).
- */
-const jsonbArray = (n: number) =>
-  `(SELECT array_agg(nullif(e, 'null'::jsonb) ORDER BY i) FROM jsonb_array_elements($${n}::jsonb) WITH ORDINALITY AS j(e, i))`;
 
 /** The optional parts' parameters, in the order writeMoves pushes them after the moves' $1–$23. */
 const PART_PARAMS = [
