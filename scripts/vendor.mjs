@@ -11,7 +11,8 @@
 //
 // Then each bundle's V8 code cache for this Node (src/lib/bundled.ts: codeCachePath), made in a new
 // node process that loads the bundle as recon does and, for Stripe, builds a client: the functions
-// that run at every start come compiled. Made again when the bundle is newer than it.
+// that run at every start come compiled. Named by the bundle's content (src/lib/bundled.ts
+// codeCachePath): a new bundle gets its own, and the others are removed.
 //
 //   node scripts/vendor.mjs
 import fs from 'node:fs';
@@ -86,6 +87,7 @@ if (!fs.existsSync(loader) || !fs.existsSync(pglite)) {
 } else {
   const { execFileSync } = await import('node:child_process');
   const { BASELINE_WASM_FLAGS } = await import(pathToFileURL(pglite).href);
+  const current = new Set();
   for (const { name } of PACKAGES)
     for (const flags of ['', BASELINE_WASM_FLAGS]) {
       const made = execFileSync(
@@ -99,18 +101,26 @@ import v8 from 'node:v8';
 const { bundlePath, codeCachePath, loadBundle } = await import(${JSON.stringify(pathToFileURL(loader).href)});
 const file = bundlePath(${JSON.stringify(name)}, ${JSON.stringify(dir)});
 const flags = ${JSON.stringify(flags)};
-const cache = codeCachePath(file, flags);
-if (fs.existsSync(cache) && fs.statSync(cache).mtimeMs >= fs.statSync(file).mtimeMs) process.exit(0);
+const source = fs.readFileSync(file, 'utf8');
+const cache = codeCachePath(file, source, flags);
+console.log(cache);
+if (fs.existsSync(cache)) process.exit(0);
 if (flags) v8.setFlagsFromString(flags);
-const { script, module } = loadBundle(file, fs.readFileSync(file, 'utf8'));
+const { script, module } = loadBundle(file, source);
 // What every start runs after loading: a client built (Stripe), a pool (pg).
 if (${JSON.stringify(name)} === 'stripe') new module.exports('sk_test_codecache', { telemetry: false });
 else new module.exports.Pool({ connectionString: 'postgres://recon@127.0.0.1:9/none' }).end();
 fs.writeFileSync(cache, script.createCachedData());
-console.log(cache);`,
+console.log('made');`,
         ],
         { encoding: 'utf8' },
-      ).trim();
-      if (made) process.stderr.write(`scripts/vendor.mjs: wrote ${path.relative(root, made)}\n`);
+      )
+        .trim()
+        .split('\n');
+      current.add(made[0]);
+      if (made[1] === 'made') process.stderr.write(`scripts/vendor.mjs: wrote ${path.relative(root, made[0])}\n`);
     }
+  // The caches of earlier bundles (or of another Node) are never read again.
+  for (const f of fs.readdirSync(dir))
+    if (f.endsWith('.v8cache') && !current.has(path.join(dir, f))) fs.rmSync(path.join(dir, f), { force: true });
 }

@@ -5,11 +5,12 @@
  * src/store/postgres.ts load Stripe and pg through here.
  *
  * A bundle is compiled with V8's code cache of it, made by the build with this Node
- * (`<name>.cjs.<V8 version>-<arch>.v8cache`, see codeCachePath): the functions its loading and a
+ * (`<name>.cjs.<content hash>.<V8 version>-<arch>.v8cache`, see codeCachePath): the functions its loading and a
  * client's construction run come compiled. The Stripe SDK took ~65 ms of CPU to load and build a
  * client, ~25 ms with the cache: at every start that reaches Stripe (`recon run`: each worker;
  * `demo`, `mcp`, `lookup`). Another Node, or a cache V8 refuses, is only the slower compile.
  */
+import { hash } from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire, Module } from 'node:module';
 import path from 'node:path';
@@ -35,11 +36,13 @@ export function noteV8Flags(flags: string): void {
 }
 
 /**
- * Its code cache for this Node's V8 (whose caches another V8 refuses), architecture and the flags
- * recon set (none; or the embedded store's WebAssembly flags, store/pglite.ts useBaselineWasm).
+ * Its code cache for this source (V8 checks only a cache's source length: a cache of an earlier bundle
+ * of the same length would run that bundle's code; ~1.4 ms to hash the Stripe SDK's), this Node's V8
+ * (whose caches another V8 refuses), architecture and the flags recon set (none; or the embedded
+ * store's WebAssembly flags, store/pglite.ts useBaselineWasm).
  */
-export const codeCachePath = (bundle: string, flags = v8Flags) =>
-  `${bundle}.${process.versions.v8}-${process.arch}${flags ? `.${flags.replace(/[^a-z0-9]+/gi, '_').replace(/^_|_$/g, '')}` : ''}.v8cache`;
+export const codeCachePath = (bundle: string, source: string, flags = v8Flags) =>
+  `${bundle}.${hash('sha256', source, 'hex').slice(0, 16)}.${process.versions.v8}-${process.arch}${flags ? `.${flags.replace(/[^a-z0-9]+/gi, '_').replace(/^_|_$/g, '')}` : ''}.v8cache`;
 
 /** How each bundle loaded in this process: with its code cache, without one, or with one V8 refused. */
 export const bundleLoads = new Map<BundleName, 'cached' | 'no cache' | 'cache refused'>();
@@ -56,15 +59,24 @@ export function requireBundled(name: BundleName): unknown {
     if ((err as { code?: string }).code !== 'ENOENT') throw err;
     return undefined;
   }
+  const { module, load } = loadWithCodeCache(file, source);
+  bundleLoads.set(name, load);
+  return module.exports;
+}
+
+/** Loads a bundle (loadBundle) with its code cache for `source` (codeCachePath) where there is one; how it went. */
+export function loadWithCodeCache(
+  file: string,
+  source: string,
+): { module: Module; load: 'cached' | 'no cache' | 'cache refused' } {
   let cache: Buffer | undefined;
   try {
-    cache = fs.readFileSync(codeCachePath(file));
+    cache = fs.readFileSync(codeCachePath(file, source));
   } catch {
     cache = undefined;
   }
   const { script, module } = loadBundle(file, source, cache);
-  bundleLoads.set(name, !cache ? 'no cache' : script.cachedDataRejected ? 'cache refused' : 'cached');
-  return module.exports;
+  return { module, load: !cache ? 'no cache' : script.cachedDataRejected ? 'cache refused' : 'cached' };
 }
 
 /**

@@ -58,7 +58,10 @@ function sortedForStringify(value: unknown, depth: number): unknown {
     if (Number.isNaN(value.getTime())) throw new Error('invalid Date');
     return value.toISOString();
   }
+  // JSON.stringify would call a toJSON (an array's own, a subclass's, a non-enumerable one): `write` never does.
+  if ('toJSON' in value) throw new Error('toJSON');
   if (Array.isArray(value)) {
+    if (Object.getPrototypeOf(value) !== Array.prototype) throw new Error('not a plain array');
     let out: unknown[] | null = null;
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i];

@@ -76,7 +76,11 @@ export function textArrayParam(
   values: readonly (string | null)[],
   o: { jsonTexts?: boolean } = {},
 ): string | readonly (string | null)[] {
-  if (!o.jsonTexts) for (const v of values) if (v !== null && NOT_AS_JSON.test(v)) return values;
+  if (!o.jsonTexts)
+    for (const v of values) {
+      // Anything but a string (a provider's id that is not one) is the driver's to write, as before.
+      if (v !== null && (typeof v !== 'string' || NOT_AS_JSON.test(v))) return values;
+    }
   const json = JSON.stringify(values);
   return `{${json.slice(1, -1)}}`;
 }

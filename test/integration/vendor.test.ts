@@ -7,11 +7,13 @@
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type Stripe from 'stripe';
+import { codeCachePath, loadBundle, loadWithCodeCache } from '../../src/lib/bundled.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const bundleOf = (name: string) => path.join(root, 'dist', 'vendor', `${name}.cjs`);
@@ -118,10 +120,29 @@ describe('the bundled dependencies (dist/vendor)', () => {
     },
   );
 
+  it('a bundle changed since its code cache was made is compiled from its source, even at the same length (V8 checks only that)', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-vendor-'));
+    try {
+      const file = path.join(dir, 'same.cjs');
+      const [before, after] = ['module.exports = "1.2.3";', 'module.exports = "1.2.4";'];
+      fs.writeFileSync(file, before);
+      const made = loadBundle(file, before).script.createCachedData();
+      fs.writeFileSync(codeCachePath(file, before), made);
+      const cached = loadWithCodeCache(file, before);
+      expect([cached.load, cached.module.exports]).toEqual(['cached', '1.2.3']);
+      fs.writeFileSync(file, after);
+      const rebuilt = loadWithCodeCache(file, after);
+      expect([rebuilt.load, rebuilt.module.exports]).toEqual(['no cache', '1.2.4']);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('a code cache V8 refuses (another Node made it, or it is damaged) only costs the compile: the bundle loads', () => {
     const cache = runScript(`
       const { bundlePath, codeCachePath } = await import(${JSON.stringify(path.join(root, 'dist', 'src', 'lib', 'bundled.js'))});
-      console.log(JSON.stringify(codeCachePath(bundlePath('pg'))));`) as string;
+      const fs = await import('node:fs');
+      console.log(JSON.stringify(codeCachePath(bundlePath('pg'), fs.readFileSync(bundlePath('pg'), 'utf8'))));`) as string;
     const saved = fs.readFileSync(cache);
     try {
       fs.writeFileSync(cache, Buffer.from('not a code cache of this V8'));

@@ -44,6 +44,20 @@ describe('canonicalJson', () => {
     expect(canonicalJson({ 10: 1, 9: 2 })).toBe('{"10":1,"9":2}');
   });
 
+  it('never calls a toJSON, nor reads an array subclass otherwise than an array', () => {
+    const own = Object.assign([1, 2], { toJSON: () => 'x' });
+    const hidden = { a: 1 };
+    Object.defineProperty(hidden, 'toJSON', { value: () => 'x', enumerable: false });
+    class Items extends Array<number> {
+      toJSON() {
+        return 'x';
+      }
+    }
+    expect(canonicalJson(own)).toBe('[1,2]');
+    expect(canonicalJson({ v: hidden })).toBe('{"v":{"a":1}}');
+    expect(canonicalJson(Items.from([1, 2]))).toBe('[1,2]');
+  });
+
   it('keeps a key __proto__ of a parsed value as a key, sorted with the others', () => {
     expect(canonicalJson(JSON.parse('{"z":1,"__proto__":{"b":2,"a":1}}'))).toBe('{"__proto__":{"a":1,"b":2},"z":1}');
   });

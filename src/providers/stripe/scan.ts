@@ -396,10 +396,11 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
         for (const r of refunds) {
           const mine = byOp.get(r.metadata?.['recon_operation_id'] ?? '');
           if (!mine) continue;
-          const reach = reachFor(s, mine.q);
-          if (reach > mine.reach && mine.reach === from) stale = true;
+          const [before, reach] = [mine.reach, reachFor(s, mine.q)];
           mine.reach = reach;
-          from = Math.min(from, reach);
+          // As Math.min over the batch would have it, NaN (an unreadable time) included.
+          if (Number.isNaN(reach) || reach < from) from = Math.min(from, reach);
+          else if ((before === from && reach > before) || Number.isNaN(from)) stale = true;
         }
         if (!stale) return;
         from = Infinity;
