@@ -80,7 +80,7 @@ function sortedForStringify(value: unknown, depth: number): unknown {
   if (!sorted) {
     // An object lists its integer keys ("9", "10") first, in numeric order, whatever order they are
     // set in: a copy cannot hold them in code-unit order ("10" before "9"). `write` writes those.
-    for (const key of keys) if (key.charCodeAt(0) - 48 < 10 && key.charCodeAt(0) >= 48) throw new Error('integer key');
+    if (keys.some((key) => /^\d/.test(key))) throw new Error('integer key');
     keys.sort();
   }
   // A copy where anything changes; its prototype null, so that a key `__proto__` stays a key.

@@ -9,20 +9,16 @@
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 const root = process.env.RECON_BENCH_ROOT ?? process.cwd();
 const require = createRequire(path.join(root, 'package.json'));
 type Pg = { Client: { prototype: { query: (...args: unknown[]) => unknown } } };
-/** The pg recon loads: the built bundle (src/store/postgres.ts), else the package. */
-function loadPg(): Pg {
-  try {
-    return require(path.join(root, 'dist', 'vendor', 'pg.cjs')) as Pg;
-  } catch (err) {
-    if ((err as { code?: string }).code !== 'MODULE_NOT_FOUND') throw err;
-    return require('pg') as Pg;
-  }
-}
-const pg = loadPg();
+/** The pg recon loads: through recon's own loader (src/lib/bundled.ts, the built bundle), else the package. */
+const bundled = (await import(pathToFileURL(path.join(root, 'dist', 'src', 'lib', 'bundled.js')).href)) as {
+  requireBundled(name: 'pg'): unknown;
+};
+const pg = (bundled.requireBundled('pg') ?? require('pg')) as Pg;
 let count = 0;
 const query = pg.Client.prototype.query;
 pg.Client.prototype.query = function (this: unknown, ...args: unknown[]) {

@@ -380,12 +380,13 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
    */
   const batchReach = (s: Scan, queries: LookupQuery[]) => {
     const byOp = new Map<string, { q: LookupQuery; reach: number }>();
-    let from = Infinity;
-    for (const q of queries) {
-      const reach = reachFor(s, q);
-      byOp.set(q.operation_id!, { q, reach });
-      from = Math.min(from, reach);
-    }
+    for (const q of queries) byOp.set(q.operation_id!, { q, reach: reachFor(s, q) });
+    const least = () => {
+      let min = Infinity;
+      for (const { reach } of byOp.values()) min = Math.min(min, reach);
+      return min;
+    };
+    let from = least();
     return {
       get from() {
         return from;
@@ -402,9 +403,7 @@ export function ledgerScan(client: StripeClient, opts: LedgerScanOptions = {}): 
           if (Number.isNaN(reach) || reach < from) from = Math.min(from, reach);
           else if ((before === from && reach > before) || Number.isNaN(from)) stale = true;
         }
-        if (!stale) return;
-        from = Infinity;
-        for (const { reach } of byOp.values()) from = Math.min(from, reach);
+        if (stale) from = least();
       },
     };
   };
