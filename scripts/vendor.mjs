@@ -79,17 +79,23 @@ for (const { name, external } of PACKAGES) {
 
 // The code caches: in a new process (nothing else of recon loaded, V8's default flags: what a start
 // of recon that reaches Stripe or PostgreSQL has), through src/lib/bundled.ts's own loader; and again
-// under the flags a command on the embedded store sets before (store/pglite.ts useBaselineWasm).
+// under the flags a one-shot command sets before (store/pglite.ts useBaselineWasm; lib/tiering.ts for recon run).
 const loader = path.join(root, 'dist', 'src', 'lib', 'bundled.js');
 const pglite = path.join(root, 'dist', 'src', 'store', 'pglite.js');
-if (!fs.existsSync(loader) || !fs.existsSync(pglite)) {
+const tiering = path.join(root, 'dist', 'src', 'lib', 'tiering.js');
+if (!fs.existsSync(loader) || !fs.existsSync(pglite) || !fs.existsSync(tiering)) {
   process.stderr.write('scripts/vendor.mjs: dist/src not emitted (emit the TypeScript first): no code caches made\n');
 } else {
   const { execFileSync } = await import('node:child_process');
   const { BASELINE_WASM_FLAGS } = await import(pathToFileURL(pglite).href);
+  const { LATE_TIERING_FLAGS } = await import(pathToFileURL(tiering).href);
+  const { flagSetName } = await import(pathToFileURL(loader).href);
   const current = new Set();
+  // V8's defaults (servers); a one-shot command's; `recon run`'s (commands/support/action.ts).
+  const flagSets = [[], [BASELINE_WASM_FLAGS], [BASELINE_WASM_FLAGS, LATE_TIERING_FLAGS]];
   for (const { name } of PACKAGES)
-    for (const flags of ['', BASELINE_WASM_FLAGS]) {
+    for (const set of flagSets) {
+      const flags = flagSetName(set);
       const made = execFileSync(
         process.execPath,
         [
@@ -105,7 +111,7 @@ const source = fs.readFileSync(file, 'utf8');
 const cache = codeCachePath(file, source, flags);
 console.log(cache);
 if (fs.existsSync(cache)) process.exit(0);
-if (flags) v8.setFlagsFromString(flags);
+for (const f of ${JSON.stringify(set)}) v8.setFlagsFromString(f);
 const { script, module } = loadBundle(file, source);
 // What every start runs after loading: a client built (Stripe), a pool (pg).
 if (${JSON.stringify(name)} === 'stripe') new module.exports('sk_test_codecache', { telemetry: false });

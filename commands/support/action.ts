@@ -2,15 +2,19 @@ import type { Command } from 'commander';
 import { InvalidArgumentError } from './commander.js';
 import { createDeps, type Deps, type GlobalOptions } from './deps.js';
 import { systemIO } from './io.js';
+import { useLateTiering } from '../../src/lib/tiering.js';
 import { useBaselineWasm } from '../../src/store/pglite.js';
 
 /** The commands that run until stopped: they keep V8's optimizing WebAssembly tier for the embedded store. */
 const SERVERS = ['mcp', 'webhook serve'];
+/** The batch: a pass that decides its operations and exits tiers its JavaScript up late (src/lib/tiering.ts). */
+const BATCHES = ['run'];
 
 /** Swapped by test/support/in-process.ts (commands run in the test process); production builds Deps from the process. */
 let depsFactory: (globals: GlobalOptions, command: string) => Deps = (globals, command) => {
   // This process runs one command: a one-shot one gets the embedded store started for a short life.
   if (!SERVERS.includes(command)) useBaselineWasm();
+  if (BATCHES.includes(command)) useLateTiering();
   return createDeps(
     systemIO({
       color: globals.color,

@@ -28,20 +28,26 @@ const VENDOR = fileURLToPath(new URL('../../vendor/', import.meta.url));
 export const bundlePath = (name: BundleName, vendor = VENDOR) => path.join(vendor, `${name}.cjs`);
 
 /** The V8 flags this process set (noteV8Flags): V8 refuses a code cache made under other flags. */
-let v8Flags = '';
+const v8Flags = new Set<string>();
+
+/**
+ * The name of a set of flag strings, whatever order they were set in (the embedded store's
+ * WebAssembly flags and `recon run`'s JavaScript tiering are set by different modules).
+ */
+export const flagSetName = (sets: Iterable<string>) => [...new Set(sets)].filter(Boolean).sort().join(' ');
 
 /** Records flags the process set with v8.setFlagsFromString: the bundles loaded after it use the cache made under them. */
 export function noteV8Flags(flags: string): void {
-  v8Flags = flags;
+  v8Flags.add(flags);
 }
 
 /**
  * Its code cache for this source (V8 checks only a cache's source length: a cache of an earlier bundle
  * of the same length would run that bundle's code; ~1.4 ms to hash the Stripe SDK's), this Node's V8
- * (whose caches another V8 refuses), architecture and the flags recon set (none; or the embedded
- * store's WebAssembly flags, store/pglite.ts useBaselineWasm).
+ * (whose caches another V8 refuses), architecture and the flags recon set (none; the embedded
+ * store's WebAssembly flags, store/pglite.ts useBaselineWasm; and with them `recon run`'s, lib/tiering.ts).
  */
-export const codeCachePath = (bundle: string, source: string, flags = v8Flags) =>
+export const codeCachePath = (bundle: string, source: string, flags = flagSetName(v8Flags)) =>
   `${bundle}.${hash('sha256', source, 'hex').slice(0, 16)}.${process.versions.v8}-${process.arch}${flags ? `.${flags.replace(/[^a-z0-9]+/gi, '_').replace(/^_|_$/g, '')}` : ''}.v8cache`;
 
 /** How each bundle loaded in this process: with its code cache, without one, or with one V8 refused. */

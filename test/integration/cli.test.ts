@@ -15,6 +15,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import { openStore } from '../../src/store/open.js';
+import { LATE_TIERING_FLAGS } from '../../src/lib/tiering.js';
 import { BASELINE_WASM_FLAGS } from '../../src/store/pglite.js';
 import { backends, embeddedBackend, removeTempStores } from '../support/backends.js';
 import { BIN, cleanEnv, recon, ROOT, type CliOptions, type CliResult, type JsonDoc } from '../support/cli.js';
@@ -544,13 +545,18 @@ describe("the embedded store's WebAssembly tier", () => {
     };
   };
 
-  it("a one-shot command runs the store on the baseline tier only; recon mcp keeps V8's default", async () => {
+  it("a one-shot command runs the store on the baseline tier only (recon run its JavaScript's tier-up late too); recon mcp keeps V8's default", async () => {
     const url = await embeddedBackend.migratedUrl();
     const once = hook(tempDir());
     const list = await recon(['--db', url, 'ops', 'list', '--json'], { env: once.env });
     expect(list.code, list.stderr).toBe(0);
     expect(oneJsonDocument(list).operations).toEqual([]);
     expect(once.flags()).toBe(`${BASELINE_WASM_FLAGS}\n`);
+    // recon run, a batch, also tiers its JavaScript up late (src/lib/tiering.ts).
+    const batch = hook(tempDir());
+    const run = await recon(['--db', url, 'run', '--json'], { env: batch.env });
+    expect(run.code, run.stderr).toBe(0);
+    expect(batch.flags()).toBe(`${BASELINE_WASM_FLAGS}\n${LATE_TIERING_FLAGS}\n`);
     // recon mcp over stdio ends when its host closes stdin: it opened the store without the setting.
     const server = hook(tempDir());
     const mcp = await recon(['--db', url, 'mcp'], { env: server.env, input: '' });

@@ -117,6 +117,13 @@ describe('the bundled dependencies (dist/vendor)', () => {
         load: 'cached',
         works: true,
       });
+      // recon run also tiers its JavaScript up late (src/lib/tiering.ts), in either order.
+      const tiering = JSON.stringify(path.join(root, 'dist', 'src', 'lib', 'tiering.js'));
+      for (const before of [
+        `(await import(${pglite})).useBaselineWasm(); (await import(${tiering})).useLateTiering();`,
+        `(await import(${tiering})).useLateTiering(); (await import(${pglite})).useBaselineWasm();`,
+      ])
+        expect(loadInChild(name, before)).toEqual({ load: 'cached', works: true });
     },
   );
 
