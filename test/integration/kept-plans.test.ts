@@ -14,6 +14,7 @@ import pg from 'pg';
 import { currentOperation } from '../../src/agent/context.js';
 import { readForClaim } from '../../src/core/attempt/claims.js';
 import { submitOperation } from '../../src/core/attempt/submit.js';
+import { ingestEvents, type Delivery } from '../../src/core/found/webhooks.js';
 import { holderOf } from '../../src/core/intake/replan.js';
 import { planKept, type Db } from '../../src/store/db.js';
 import { openStore } from '../../src/store/open.js';
@@ -21,8 +22,9 @@ import type { Backend } from '../support/backends.js';
 import { describeWorld } from '../support/describe-world.js';
 import { createDatabase } from '../support/postgres.js';
 import { startStripeWorld, type StripeWorld } from '../support/stripe-world.js';
+import { signedEvent } from './integrity-support.js';
 
-const TABLES = ['operations', 'audit_events', 'provider_transactions', 'attempts', 'observations'];
+const TABLES = ['operations', 'audit_events', 'provider_transactions', 'attempts', 'observations', 'webhook_events'];
 const closing: { close(): unknown }[] = [];
 afterAll(async () => {
   for (const c of closing.reverse()) await c.close();
@@ -99,6 +101,17 @@ describeWorld(
         w.sandbox.faults.inject({ kind: 'commit_then_drop' }, { times: 1 });
         await submitOperation(w.ctx, w.stripe, 'refund:kp_2');
         expect(w.sandbox.refunds({ metadataOperationId: 'refund:kp_1' })).toHaveLength(1);
+        // webhook serve's group: an event of a linked refund, its redelivery, and a refund no operation names.
+        const delivery = (type: string, refundId: string): Delivery => {
+          const { body, signature } = signedEvent(w.sandbox, type, refundId);
+          return { provider: w.stripe, event: w.stripe.parseWebhook!(body, signature) };
+        };
+        const [linked] = w.sandbox.refunds({ metadataOperationId: 'refund:kp_1' });
+        const stranger = w.sandbox.seedRefund({ payment_intent: pi, amount: 100 });
+        const d = delivery('refund.updated', linked.id);
+        const again: Delivery = { ...d, event: { ...d.event } };
+        const group = await ingestEvents(w.ctx, [d, again, delivery('refund.created', stranger.id)]);
+        expect(group.map((r) => r.ok && r.value.effect)).toEqual(['noted', 'duplicate', 'unmatched']);
 
         const kept = new Map<string, unknown[]>();
         for (const s of sent) if (planKept(s.sql) && s.params.length && !kept.has(s.sql)) kept.set(s.sql, s.params);
@@ -138,6 +151,10 @@ describeWorld(
         await client.query(`
         INSERT INTO recon.provider_transactions (provider, provider_id, operation_id, status, state, linked_via, linked_at, linked_by)
         SELECT 'stripe', 're_grown_' || g, 'refund:grown_' || g, 'succeeded', 'confirmed', 'lookup', now(), 'test'
+          FROM generate_series(1, 20000) g`);
+        await client.query(`
+        INSERT INTO recon.webhook_events (provider, event_id, type, received_at, operation_id, provider_id, applied, last_seen_at, payload)
+        SELECT 'stripe', 'evt_grown_' || g, 'refund.updated', now(), 'refund:grown_' || g, 're_grown_' || g, true, now(), '{}'::jsonb
           FROM generate_series(1, 20000) g`);
         if (analysed) {
           // Tables analysed while empty are believed empty: even a lookup by primary key is planned as a
