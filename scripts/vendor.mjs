@@ -103,15 +103,14 @@ if (!fs.existsSync(loader) || !fs.existsSync(pglite) || !fs.existsSync(tiering))
           '-e',
           `
 import fs from 'node:fs';
-import v8 from 'node:v8';
-const { bundlePath, codeCachePath, loadBundle } = await import(${JSON.stringify(pathToFileURL(loader).href)});
+const { bundlePath, codeCachePath, loadBundle, setV8Flags } = await import(${JSON.stringify(pathToFileURL(loader).href)});
 const file = bundlePath(${JSON.stringify(name)}, ${JSON.stringify(dir)});
 const flags = ${JSON.stringify(flags)};
 const source = fs.readFileSync(file, 'utf8');
 const cache = codeCachePath(file, source, flags);
 console.log(cache);
 if (fs.existsSync(cache)) process.exit(0);
-for (const f of ${JSON.stringify(set)}) v8.setFlagsFromString(f);
+for (const f of ${JSON.stringify(set)}) setV8Flags(f);
 const { script, module } = loadBundle(file, source);
 // What every start runs after loading: a client built (Stripe), a pool (pg).
 if (${JSON.stringify(name)} === 'stripe') new module.exports('sk_test_codecache', { telemetry: false });

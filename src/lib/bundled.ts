@@ -15,6 +15,7 @@ import fs from 'node:fs';
 import { createRequire, Module } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import v8 from 'node:v8';
 import vm from 'node:vm';
 
 const require = createRequire(import.meta.url);
@@ -27,7 +28,7 @@ const VENDOR = fileURLToPath(new URL('../../vendor/', import.meta.url));
 /** The bundle's file. */
 export const bundlePath = (name: BundleName, vendor = VENDOR) => path.join(vendor, `${name}.cjs`);
 
-/** The V8 flags this process set (noteV8Flags): V8 refuses a code cache made under other flags. */
+/** The V8 flags this process set (setV8Flags): V8 refuses a code cache made under other flags. */
 const v8Flags = new Set<string>();
 
 /**
@@ -36,8 +37,12 @@ const v8Flags = new Set<string>();
  */
 export const flagSetName = (sets: Iterable<string>) => [...new Set(sets)].filter(Boolean).sort().join(' ');
 
-/** Records flags the process set with v8.setFlagsFromString: the bundles loaded after it use the cache made under them. */
-export function noteV8Flags(flags: string): void {
+/**
+ * Sets V8 flags for this process (v8.setFlagsFromString) and records them: the bundles loaded after
+ * it use the cache made under them. The one way recon sets a flag for itself.
+ */
+export function setV8Flags(flags: string): void {
+  v8.setFlagsFromString(flags);
   v8Flags.add(flags);
 }
 

@@ -1,5 +1,4 @@
-import v8 from 'node:v8';
-import { noteV8Flags } from './bundled.js';
+import { setV8Flags } from './bundled.js';
 
 /**
  * V8 optimizes a function (TurboFan, on a background thread) once it has run a budget of bytecode;
@@ -17,6 +16,5 @@ export const LATE_TIERING_FLAGS = '--interrupt-budget=540672';
 
 /** Process-wide; call it before the bundles load (their code caches are made under these flags too, scripts/vendor.mjs). */
 export function useLateTiering(): void {
-  v8.setFlagsFromString(LATE_TIERING_FLAGS);
-  noteV8Flags(LATE_TIERING_FLAGS);
+  setV8Flags(LATE_TIERING_FLAGS);
 }

@@ -5,7 +5,6 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import v8 from 'node:v8';
 import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
 import type { Db, Queryable, QueryResult } from './db.js';
 import { ReconError, StoreLockedError, UsageError } from '../errors.js';
@@ -13,7 +12,7 @@ import { acquireLock, type StoreLock } from './lock.js';
 import { DISK_FULL, pgCode } from './pgcodes.js';
 import { userName } from '../config/trust.js';
 import { readTar, type TarEntry } from '../lib/tar.js';
-import { noteV8Flags } from '../lib/bundled.js';
+import { setV8Flags } from '../lib/bundled.js';
 
 const NUMERIC_OID = 1700;
 
@@ -317,8 +316,7 @@ function wrap(pg: PGlite, displayUrl: string, lock?: StoreLock, absDir?: string)
  * the first store opens (a module compiled before keeps its tiering).
  */
 export function useBaselineWasm(): void {
-  v8.setFlagsFromString(BASELINE_WASM_FLAGS);
-  noteV8Flags(BASELINE_WASM_FLAGS);
+  setV8Flags(BASELINE_WASM_FLAGS);
   shortLived = true;
 }
 

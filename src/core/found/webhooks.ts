@@ -74,8 +74,9 @@ export async function ingestEvents(ctx: CoreContext, deliveries: Delivery[]): Pr
 /**
  * The event rows inserted, each first delivery once. Kept (keepPlan): parsed and planned once per
  * session rather than at every group (pg's statement log, groups of 10: ~0.45 ms of the server's time
- * a group to parse and plan it), as the lock below is; the others of the group are planned at every
- * group (their best plan depends on the arrays' sizes: test/integration/kept-plans.test.ts).
+ * a group to parse and plan it), as the lock below is. The update below and the links' read
+ * (apply.ts) are planned at every group: kept, their generic plans read whole tables
+ * (test/integration/kept-plans.test.ts).
  */
 const INSERT_EVENTS = keepPlan(`
 INSERT INTO recon.webhook_events (provider, event_id, type, received_at, last_seen_at, provider_id, payload)
