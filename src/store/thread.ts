@@ -44,12 +44,41 @@ function toError(fields: ErrorFields): Error {
   return err;
 }
 
+/** The store bin/recon started for `recon demo` before the CLI's modules loaded, until the demo takes it. */
+let early: { store: Promise<Db>; worker: Worker } | undefined;
+let taken = false;
+
 /**
- * Starts a new `memory:` store on a worker thread now; the Db once it is open. Undefined where the
- * worker's compiled module is not beside this one (recon run from its TypeScript sources, in tests):
- * the caller opens the store in process then.
+ * Starts the demo's store now, from bin/recon, before commander and the commands load (~0.15 s of
+ * the main thread that PostgreSQL's start would otherwise wait for): openMemoryStoreOnThread then
+ * returns it. The thread does not keep the process alive until it is taken, so a `recon demo` that
+ * ends before it plays (a usage error) exits as it would have; a failure to open is the demo's to
+ * report when it takes the store.
+ */
+export function startMemoryStoreThread(): void {
+  if (taken || early) return;
+  early = spawn();
+  if (!early) return;
+  early.worker.unref();
+  early.store.catch(() => undefined);
+}
+
+/**
+ * Starts a new `memory:` store on a worker thread now (or takes the one startMemoryStoreThread
+ * started); the Db once it is open. Undefined where the worker's compiled module is not beside this
+ * one (recon run from its TypeScript sources, in tests): the caller opens the store in process then.
  */
 export function openMemoryStoreOnThread(): Promise<Db> | undefined {
+  if (early && !taken) {
+    taken = true;
+    early.worker.ref();
+    return early.store;
+  }
+  taken = true;
+  return spawn()?.store;
+}
+
+function spawn(): { store: Promise<Db>; worker: Worker } | undefined {
   const script = new URL('./thread-worker.js', import.meta.url);
   if (script.protocol !== 'file:' || !fs.existsSync(fileURLToPath(script))) return undefined;
   const worker = new Worker(script);
@@ -105,11 +134,12 @@ export function openMemoryStoreOnThread(): Promise<Db> | undefined {
       }
     },
   };
-  return ask({ op: 'open' }).then(
+  const store = ask({ op: 'open' }).then(
     () => db,
     async (err: unknown) => {
       await worker.terminate();
       throw err;
     },
   );
+  return { store, worker };
 }

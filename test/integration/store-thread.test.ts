@@ -3,13 +3,14 @@
  * process, behind the same Db, with transactions committed or rolled back as on PGlite itself and
  * PostgreSQL's errors carrying their SQLSTATE. Runs the built module (the worker is compiled JS).
  */
+import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { Db } from '../../src/store/db.js';
 import { loadMigrations } from '../../src/store/migrate.js';
 import { pgCode } from '../../src/store/pgcodes.js';
-import { ROOT } from '../support/cli.js';
+import { collect, recon, ROOT } from '../support/cli.js';
 
 async function open(): Promise<Db> {
   const url = pathToFileURL(path.join(ROOT, 'dist', 'src', 'store', 'thread.js')).href;
@@ -58,5 +59,37 @@ describe('a memory: store on a worker thread', () => {
       await db.close();
     }
     await expect(db.query('SELECT 1')).rejects.toThrow(/thread ended/);
+  });
+
+  // bin/recon starts the demo's store before the CLI loads (startMemoryStoreThread); the demo takes it.
+  const THREAD = pathToFileURL(path.join(ROOT, 'dist', 'src', 'store', 'thread.js')).href;
+  // A CommonJS script (its worker inherits node's flags, and --input-type would be one of them).
+  const node = (script: string) =>
+    collect(spawn(process.execPath, ['-e', `(async () => { ${script} })()`], { cwd: ROOT }), { timeoutMs: 30_000 });
+
+  it('a store started early and never taken does not keep its process alive; taken, it is the store', async () => {
+    const abandoned = await node(
+      `const m = await import(${JSON.stringify(THREAD)}); m.startMemoryStoreThread(); console.log('started');`,
+    );
+    expect(abandoned.signal, 'the process ended by itself').toBeNull();
+    expect(abandoned.code).toBe(0);
+    expect(abandoned.stdout).toBe('started\n');
+
+    const taken = await node(`const m = await import(${JSON.stringify(THREAD)});
+      m.startMemoryStoreThread();
+      const db = await m.openMemoryStoreOnThread();
+      const { rows } = await db.query('SELECT count(*)::int AS n FROM recon.schema_migrations');
+      console.log(JSON.stringify(rows[0]));
+      await db.close();`);
+    expect(taken.stderr).toBe('');
+    expect(taken.code).toBe(0);
+    expect(JSON.parse(taken.stdout).n).toBe(loadMigrations().length);
+  });
+
+  it('recon demo that ends at a usage error exits at once, its early store left behind', async () => {
+    const r = await recon(['demo', '--no-such-flag'], { timeoutMs: 30_000 });
+    expect(r.signal).toBeNull();
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--no-such-flag');
   });
 });
