@@ -36,6 +36,8 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
   }
   let pg: PGlite;
   let seeded: number[] | undefined;
+  /** The template's files being written into a new folder, while PGlite starts its runtime. */
+  let unpacked: Promise<void> | undefined;
   try {
     if (absDir) mkdir(absDir, displayUrl);
     const files = runtimeFiles();
@@ -43,16 +45,22 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
     const template = absDir === undefined || isEmptyFolder(absDir) ? opts.template?.() : undefined;
     // Loaded while a new folder is written (unpackInto waits on the disk, not the CPU).
     const pglite = import('@electric-sql/pglite');
+    const nodefs = template && absDir ? import('@electric-sql/pglite/nodefs') : undefined;
     // Awaited below; marked handled now, so that a failing write is the error reported, not an unhandled rejection.
     pglite.catch(() => undefined);
+    nodefs?.catch(() => undefined);
     // A new folder gets the template's files before PostgreSQL starts on it: an existing store, to PGlite.
-    if (template && absDir) await unpackInto(absDir, readTar(new Uint8Array(await template.arrayBuffer())));
+    if (template && absDir) {
+      unpacked = template.arrayBuffer().then((bytes) => unpackInto(absDir, readTar(new Uint8Array(bytes))));
+      unpacked.catch(() => undefined);
+    }
     const { PGlite, MemoryFS } = await pglite;
     // PGlite already returns int8 as a number; numeric (amount sums) comes back as text otherwise.
     const smallPool = absDir === undefined || shortLived;
     pg = await PGlite.create(absDir, {
       parsers: { [NUMERIC_OID]: (v: string) => Number(v) },
       ...(template && !absDir ? { fs: templateMemoryFs(MemoryFS, PGlite.paths.PGDATA, template) } : {}),
+      ...(unpacked && nodefs ? { fs: filledNodeFs((await nodefs).NodeFS, absDir!, unpacked) } : {}),
       ...(smallPool ? { startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${SMALL_POOL}`] } : {}),
       ...(await files),
     });
@@ -64,7 +72,9 @@ export async function openPglite(displayUrl: string, dataDir?: string, opts: Ope
       seeded = res.rows.map((r) => r.version).sort((a, b) => a - b);
     }
   } catch (err) {
-    // A store that could not be created is not left half-written, to be taken for a damaged one later.
+    // A store that could not be created is not left half-written, to be taken for a damaged one later
+    // (once the template's writes in flight have ended).
+    await unpacked?.catch(() => undefined);
     if (fresh && absDir) removeContents(absDir, fresh === 'new');
     lock?.release();
     if (err instanceof ReconError) throw err;
@@ -159,6 +169,26 @@ async function unpackInto(dir: string, entries: TarEntry[]): Promise<void> {
 
 /** Files written at once by unpackInto (Node's thread pool has 4 threads; more in flight keep them busy). */
 const UNPACK_WRITERS = 16;
+
+/**
+ * PGlite's file system for a folder (its NodeFS, as PGlite.create(folder) makes it) that the
+ * template's files are still being written into: PGlite compiles and instantiates PostgreSQL's
+ * WebAssembly (~0.2 s of CPU) while unpackInto waits on the disk (~0.4 s creating ~1,000 files),
+ * and asks the file system for what it holds (initialSyncFs) before it looks at the folder, which
+ * waits here for the last file. A failed write fails PGlite.create with the write's error.
+ */
+function filledNodeFs(
+  NodeFS: typeof import('@electric-sql/pglite/nodefs').NodeFS,
+  dir: string,
+  written: Promise<void>,
+): InstanceType<typeof NodeFS> {
+  return new (class extends NodeFS {
+    override async initialSyncFs(): Promise<void> {
+      await written;
+      await super.initialSyncFs();
+    }
+  })(dir);
+}
 
 /**
  * PGlite's in-memory file system with a `memory:` store's data folder already in it: the template's
