@@ -79,15 +79,15 @@ for (const { name, external } of PACKAGES) {
 
 // The code caches: in a new process (nothing else of recon loaded, V8's default flags: what a start
 // of recon that reaches Stripe or PostgreSQL has), through src/lib/bundled.ts's own loader; and again
-// under the flags a one-shot command sets before (store/pglite.ts useBaselineWasm; lib/tiering.ts for recon run).
+// under the flags a one-shot command sets before (store/wasm-tier.ts, by store/pglite.ts useBaselineWasm; lib/tiering.ts for recon run).
 const loader = path.join(root, 'dist', 'src', 'lib', 'bundled.js');
-const pglite = path.join(root, 'dist', 'src', 'store', 'pglite.js');
+const wasmTier = path.join(root, 'dist', 'src', 'store', 'wasm-tier.js');
 const tiering = path.join(root, 'dist', 'src', 'lib', 'tiering.js');
-if (!fs.existsSync(loader) || !fs.existsSync(pglite) || !fs.existsSync(tiering)) {
+if (!fs.existsSync(loader) || !fs.existsSync(wasmTier) || !fs.existsSync(tiering)) {
   process.stderr.write('scripts/vendor.mjs: dist/src not emitted (emit the TypeScript first): no code caches made\n');
 } else {
   const { execFileSync } = await import('node:child_process');
-  const { BASELINE_WASM_FLAGS } = await import(pathToFileURL(pglite).href);
+  const { BASELINE_WASM_FLAGS } = await import(pathToFileURL(wasmTier).href);
   const { LATE_TIERING_FLAGS } = await import(pathToFileURL(tiering).href);
   const { flagSetName } = await import(pathToFileURL(loader).href);
   const current = new Set();

@@ -12,7 +12,7 @@ import { acquireLock, type StoreLock } from './lock.js';
 import { DISK_FULL, pgCode } from './pgcodes.js';
 import { userName } from '../config/trust.js';
 import { readTar, type TarEntry } from '../lib/tar.js';
-import { setV8Flags } from '../lib/bundled.js';
+import { setBaselineWasm } from './wasm-tier.js';
 
 const NUMERIC_OID = 1700;
 
@@ -335,18 +335,11 @@ function wrap(pg: PGlite, displayUrl: string, lock?: StoreLock, absDir?: string)
 }
 
 /**
- * Runs PGlite's compiled PostgreSQL on V8's baseline WebAssembly compiler (Liftoff) only, without
- * tiering hot functions up to the optimizing one (TurboFan). For a process that opens the store, does
- * a few queries and exits: tier-up compiles PostgreSQL's hot functions on background threads that
- * compete with the main thread for the cores while the store starts, and Node waits for those
- * compilations to finish before it exits (~0.2 s after the work is done, here). A one-shot command
- * on the embedded store ends ~30% sooner this way (`ops list` on an empty store, `stats` and
- * `ops list` on 100k operations, the demo); optimized code wins only in minutes of heavy querying,
- * so a server (`recon mcp`, `recon webhook serve`) keeps V8's default. Process-wide: call it before
- * the first store opens (a module compiled before keeps its tiering).
+ * A one-shot command's store (src/store/wasm-tier.ts: PostgreSQL's WebAssembly on the baseline tier
+ * only), with the small buffer pool below.
  */
 export function useBaselineWasm(): void {
-  setV8Flags(BASELINE_WASM_FLAGS);
+  setBaselineWasm();
   shortLived = true;
 }
 
@@ -367,9 +360,6 @@ export function useBaselineWasm(): void {
 const SMALL_POOL = '16MB';
 /** Set by useBaselineWasm: this process runs one command and exits. */
 let shortLived = false;
-
-/** Both, at once: without dynamic tiering, --no-wasm-tier-up alone tiers every function up eagerly. */
-export const BASELINE_WASM_FLAGS = '--no-wasm-dynamic-tiering --no-wasm-tier-up';
 
 /**
  * PGlite's compiled PostgreSQL (pglite.wasm, 9 MB) and its file bundle (pglite.data, 6 MB), read and

@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Db, Queryable, QueryResult } from './db.js';
+import { setBaselineWasm } from './wasm-tier.js';
 
 /** What the main thread asks; `tx` names a transaction begun by a `begin`. */
 export type Ask =
@@ -81,6 +82,9 @@ export function openMemoryStoreOnThread(): Promise<Db> | undefined {
 function spawn(): { store: Promise<Db>; worker: Worker } | undefined {
   const script = new URL('./thread-worker.js', import.meta.url);
   if (script.protocol !== 'file:' || !fs.existsSync(fileURLToPath(script))) return undefined;
+  // The demo is a one-shot command: its store on the baseline tier, set before the worker compiles
+  // PostgreSQL's WebAssembly (started from bin/recon, it runs before the command's own setting).
+  setBaselineWasm();
   const worker = new Worker(script);
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   let next = 0;

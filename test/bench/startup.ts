@@ -21,7 +21,7 @@ import {
   type Benchmark,
   type BenchRow,
 } from './lib.js';
-import { BASELINE_WASM_FLAGS } from '../../src/store/pglite.js';
+import { BASELINE_WASM_FLAGS } from '../../src/store/wasm-tier.js';
 
 const HEAVY = ['stripe', 'pg', '@electric-sql/pglite', '@inquirer/prompts'];
 

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStripeSandbox, type StripeSandbox } from '../../src/sandbox/stripe/server.js';
 import { openStore } from '../../src/store/open.js';
 import { LATE_TIERING_FLAGS } from '../../src/lib/tiering.js';
-import { BASELINE_WASM_FLAGS } from '../../src/store/pglite.js';
+import { BASELINE_WASM_FLAGS } from '../../src/store/wasm-tier.js';
 import { backends, embeddedBackend, removeTempStores } from '../support/backends.js';
 import { BIN, cleanEnv, recon, ROOT, type CliOptions, type CliResult, type JsonDoc } from '../support/cli.js';
 import { runInProcess } from '../support/in-process.js';

@@ -4,12 +4,15 @@
  * PostgreSQL's errors carrying their SQLSTATE. Runs the built module (the worker is compiled JS).
  */
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { Db } from '../../src/store/db.js';
 import { loadMigrations } from '../../src/store/migrate.js';
 import { pgCode } from '../../src/store/pgcodes.js';
+import { BASELINE_WASM_FLAGS } from '../../src/store/wasm-tier.js';
 import { collect, recon, ROOT } from '../support/cli.js';
 
 async function open(): Promise<Db> {
@@ -91,5 +94,44 @@ describe('a memory: store on a worker thread', () => {
     expect(r.signal).toBeNull();
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--no-such-flag');
+  });
+
+  it('recon demo plays on the one thread bin/recon started before the CLI loaded, on the baseline WebAssembly tier', async () => {
+    // A preload records, in order, each V8 flag the process sets and each worker thread it starts,
+    // with whether commander (the CLI) was loaded by then.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recon-thread-'));
+    const log = path.join(dir, 'log.txt');
+    const preload = path.join(dir, 'record.mjs');
+    fs.writeFileSync(
+      preload,
+      `import fs from 'node:fs';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
+import v8 from 'node:v8';
+import wt from 'node:worker_threads';
+const note = (line) => fs.appendFileSync(${JSON.stringify(log)}, line + '\\n');
+const set = v8.setFlagsFromString;
+v8.setFlagsFromString = (flags) => { note('flags ' + flags); set(flags); };
+const cache = createRequire(import.meta.url).cache;
+const Worker = wt.Worker;
+wt.Worker = class extends Worker {
+  constructor(...args) {
+    note('worker, commander loaded: ' + Object.keys(cache).some((k) => k.includes('/node_modules/commander/')));
+    super(...args);
+  }
+};
+syncBuiltinESMExports();
+`,
+    );
+    try {
+      const r = await recon(['demo', '--json'], { env: { NODE_OPTIONS: `--import ${preload}` }, timeoutMs: 120_000 });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.json.ok).toBe(true);
+      const lines = fs.readFileSync(log, 'utf8').trim().split('\n');
+      // The flags before the thread compiles PostgreSQL; the thread before the CLI; one thread only.
+      expect(lines.slice(0, 2)).toEqual([`flags ${BASELINE_WASM_FLAGS}`, 'worker, commander loaded: false']);
+      expect(lines.filter((l) => l.startsWith('worker'))).toHaveLength(1);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
