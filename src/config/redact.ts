@@ -70,22 +70,49 @@ export function redact(text: string): string {
  * `redact()` applied to every string inside a value (object keys included), for what a provider
  * hands back: its messages, request ids and objects are stored (attempts, observations, the
  * append-only audit trail, where nothing can be removed later) and printed. Dates and other
- * non-plain objects are kept as they are.
+ * non-plain objects are kept as they are. What holds nothing to redact is returned as it is, not
+ * copied: a webhook event or a page of refunds is walked once and handed on unchanged (copying each
+ * object into a new one was most of the cost: ~40 µs of a webhook delivery's ~600 µs of CPU).
  */
 export function redactDeep<T>(value: T): T {
   if (ordered.length === 0 && typeof value !== 'string' && (value === null || typeof value !== 'object')) return value;
   return deep(value, 0) as T;
 }
 
+/** `value` redacted, or `value` itself when nothing in it changes. */
 function deep(value: unknown, depth: number): unknown {
   if (typeof value === 'string') return redact(value);
   if (value === null || typeof value !== 'object' || depth > 50) return value;
-  if (Array.isArray(value)) return value.map((v) => deep(v, depth + 1));
+  if (Array.isArray(value)) {
+    const list = value as unknown[];
+    let out: unknown[] | undefined;
+    for (let i = 0; i < list.length; i++) {
+      const v = list[i];
+      const r = deep(v, depth + 1);
+      if (out) out.push(r);
+      else if (r !== v) out = [...list.slice(0, i), r];
+    }
+    return out ?? value;
+  }
   const proto: unknown = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return value;
-  const out = dict<unknown>();
-  for (const [k, v] of Object.entries(value)) out[redact(k)] = deep(v, depth + 1);
-  return out;
+  const o = value as Record<string, unknown>;
+  const keys = Object.keys(o);
+  const values: unknown[] = [];
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i];
+    const v = o[k];
+    values.push(v);
+    const r = deep(v, depth + 1);
+    if (r === v && redact(k) === k) continue;
+    // Something changes: a copy (keys from outside: a dictionary), of the values read above.
+    const out = dict<unknown>();
+    for (let j = 0; j < i; j++) out[keys[j]] = values[j];
+    out[redact(k)] = r;
+    for (let j = i + 1; j < keys.length; j++) out[redact(keys[j])] = deep(o[keys[j]], depth + 1);
+    return out;
+  }
+  return value;
 }
 
 /**

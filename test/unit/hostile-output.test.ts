@@ -52,4 +52,30 @@ describe('redaction', () => {
     expect(out.provider_request_id).toBe('req_[redacted]');
     expect(out.txn.created).toBe(created);
   });
+
+  it('redactDeep returns a clean value as it is, and copies (never edits) one that holds a secret', () => {
+    registerSecret('tok_abcdef');
+    const clean = { id: 'evt_1', data: { object: { id: 're_1', metadata: { a: 'b' } } }, list: ['x', { y: 1 }] };
+    expect(redactDeep(clean)).toBe(clean);
+    const dirty = {
+      id: 'evt_2',
+      keep: { a: 1 },
+      list: ['x', 'has tok_abcdef', { y: 1 }],
+      deep: { k: [{ tok_abcdef: true }] },
+      last: 'z',
+    };
+    const before = structuredClone(dirty);
+    const out = redactDeep(dirty);
+    expect(dirty).toEqual(before);
+    expect(JSON.parse(JSON.stringify(out))).toEqual({
+      id: 'evt_2',
+      keep: { a: 1 },
+      list: ['x', 'has [redacted]', { y: 1 }],
+      deep: { k: [{ '[redacted]': true }] },
+      last: 'z',
+    });
+    // What holds nothing to redact inside a copied value is shared, not copied again.
+    expect(out.keep).toBe(dirty.keep);
+    expect(out.list[2]).toBe(dirty.list[2]);
+  });
 });

@@ -72,17 +72,40 @@ export async function ingestEvents(ctx: CoreContext, deliveries: Delivery[]): Pr
 }
 
 /**
- * The event rows inserted, each first delivery once. Kept (keepPlan): parsed and planned once per
- * session rather than at every group (pg's statement log, groups of 10: ~0.45 ms of the server's time
- * a group to parse and plan it), as the lock below is. The update below and the links' read
- * (apply.ts) are planned at every group: kept, their generic plans read whole tables
- * (test/integration/kept-plans.test.ts).
+ * The group's first statement: the event rows inserted, each first delivery once, and the
+ * operations the new ones apply to locked, in id order (so two writers never wait on each other in
+ * a cycle), each by its own lookup. A new event applies to the operation its transaction names
+ * ($7: recon_operation_id), else to the one its transaction is linked to. One row per new event,
+ * with its operation's columns (none when there is no such operation). One statement where there
+ * were three (the insert, the links' read, the lock): the group's transaction waits for each, and
+ * every delivery of the group waits for it.
+ *
+ * The lock returns the row as it is once granted (READ COMMITTED follows an update it waited for to
+ * the row's latest version); what is read after the lock (chain heads, links: apply.ts) is read by
+ * the next statement, which begins after it. Kept (keepPlan): parsed and planned once per session
+ * rather than at every group (pg's statement log, groups of 10: ~0.45 ms of the server's time a
+ * group to parse and plan the insert); each lookup is by a primary key, which a generic plan made on
+ * a new store keeps (test/integration/kept-plans.test.ts).
  */
-const INSERT_EVENTS = keepPlan(`
-INSERT INTO recon.webhook_events (provider, event_id, type, received_at, last_seen_at, provider_id, payload)
-SELECT provider, event_id, type, $4::timestamptz, $4::timestamptz, provider_id, payload
-  FROM unnest($1::text[], $2::text[], $3::text[], $5::text[], ${jsonbArraySql(6)}) AS u(provider, event_id, type, provider_id, payload)
-ON CONFLICT (provider, event_id) DO NOTHING RETURNING provider, event_id`);
+const INSERT_AND_LOCK = keepPlan(`
+WITH u AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $5::text[], ${jsonbArraySql(6)}, $7::text[])
+    AS u(provider, event_id, type, provider_id, payload, operation_id)
+), ins AS (
+  INSERT INTO recon.webhook_events (provider, event_id, type, received_at, last_seen_at, provider_id, payload)
+  SELECT provider, event_id, type, $4::timestamptz, $4::timestamptz, provider_id, payload FROM u
+  ON CONFLICT (provider, event_id) DO NOTHING RETURNING provider, event_id
+), fresh AS (
+  SELECT u.provider, u.event_id, coalesce(u.operation_id, t.operation_id) AS operation_id
+    FROM ins JOIN u ON u.provider = ins.provider AND u.event_id = ins.event_id
+    LEFT JOIN LATERAL (SELECT p.operation_id FROM recon.provider_transactions p
+                        WHERE u.operation_id IS NULL AND p.provider = u.provider AND p.provider_id = u.provider_id) t ON true
+), locked AS MATERIALIZED (
+  SELECT o.* FROM (SELECT DISTINCT operation_id AS id FROM fresh WHERE operation_id IS NOT NULL ORDER BY id) AS i
+   CROSS JOIN LATERAL (SELECT ${operationColumns()} FROM recon.operations WHERE id = i.id FOR UPDATE) AS o
+)
+SELECT f.provider AS event_provider, f.event_id, f.operation_id AS event_operation_id, l.*
+  FROM fresh f LEFT JOIN locked l ON l.id = f.operation_id`);
 
 /**
  * One statement for the rest: the operation and effect of each event applied, and each redelivery
@@ -99,14 +122,6 @@ UPDATE recon.webhook_events w
  WHERE w.provider = u.provider AND w.event_id = u.event_id AND w.event_id = ANY($2::text[])
 RETURNING w.provider, w.event_id, w.operation_id`;
 
-/**
- * The operations the group's events apply to, locked in id order, each by its own lookup: a kept
- * plan of `id = ANY($1)` made on a new store scans the table for good (kept-plans.test.ts).
- */
-const LOCK_OPERATIONS = keepPlan(`
-SELECT o.* FROM (SELECT DISTINCT id FROM unnest($1::text[]) AS i(id) ORDER BY id) AS i
- CROSS JOIN LATERAL (SELECT ${operationColumns()} FROM recon.operations WHERE id = i.id FOR UPDATE) AS o`);
-
 /** ingestEvents' group in one transaction; throws (the transaction rolled back) when anything fails. */
 async function applyEvents(ctx: CoreContext, deliveries: Delivery[]): Promise<IngestResult[]> {
   const now = ctx.now();
@@ -118,38 +133,27 @@ async function applyEvents(ctx: CoreContext, deliveries: Delivery[]): Promise<In
   for (const d of deliveries) if (!firsts.has(keyOf(d))) firsts.set(keyOf(d), d);
   const unique = [...firsts.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, d]) => d);
   return ctx.db.transaction(async (tx) => {
-    const inserted = await tx.query<{ provider: string; event_id: string }>(INSERT_EVENTS, [
+    const read = await tx.query<
+      { event_provider: string; event_id: string; event_operation_id: string | null } & Partial<OperationRow>
+    >(INSERT_AND_LOCK, [
       textArrayParam(unique.map((d) => d.provider.name)),
       textArrayParam(unique.map((d) => d.event.event_id)),
       textArrayParam(unique.map((d) => d.event.type)),
       now.toISOString(),
       textArrayParam(unique.map((d) => d.event.txn?.provider_id ?? null)),
       JSON.stringify(unique.map((d) => d.event.raw ?? {})),
+      textArrayParam(unique.map((d) => d.event.txn?.operation_id ?? null)),
     ]);
-    const fresh = new Set(inserted.rows.map((r) => key(r.provider, r.event_id)));
-    // First deliveries, in arrival order: matched to an operation by recon_operation_id, else by a linked provider id.
-    const applying = deliveries.filter((d) => firsts.get(keyOf(d)) === d && fresh.has(keyOf(d)));
-    const unnamed = applying.filter((d) => d.event.txn && !d.event.txn.operation_id);
-    const linked = new Map<string, string>();
-    if (unnamed.length) {
-      const r = await tx.query<{ provider: string; provider_id: string; operation_id: string }>(
-        `SELECT provider, provider_id, operation_id FROM recon.provider_transactions
-          WHERE (provider, provider_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
-        [unnamed.map((d) => d.provider.name), unnamed.map((d) => d.event.txn!.provider_id)],
-      );
-      for (const row of r.rows) linked.set(key(row.provider, row.provider_id), row.operation_id);
-    }
-    const operationOf = (d: Delivery) =>
-      d.event.txn
-        ? (d.event.txn.operation_id ?? linked.get(key(d.provider.name, d.event.txn.provider_id)) ?? null)
-        : null;
-    const ids = [...new Set(applying.map(operationOf).filter((id): id is string => id !== null))];
-    // Locked in id order (so two writers never wait on each other in a cycle): what each event applies to.
+    // Each new event's operation (null: none named or linked), and the operations locked.
+    const fresh = new Map<string, string | null>();
     const locked = new Map<string, Operation>();
-    if (ids.length) {
-      const r = await tx.query<OperationRow>(LOCK_OPERATIONS, [ids]);
-      for (const row of r.rows) locked.set(row.id, rowToOperation(row));
+    for (const r of read.rows) {
+      fresh.set(key(r.event_provider, r.event_id), r.event_operation_id);
+      if (r.id && !locked.has(r.id)) locked.set(r.id, rowToOperation(r as OperationRow));
     }
+    // First deliveries, in arrival order.
+    const applying = deliveries.filter((d) => firsts.get(keyOf(d)) === d && fresh.has(keyOf(d)));
+    const operationOf = (d: Delivery) => (d.event.txn ? (fresh.get(keyOf(d)) ?? null) : null);
     const matched = applying.filter((d) => locked.has(operationOf(d) ?? ''));
     const items: FoundItem[] = matched.map((d) => ({
       op: locked.get(operationOf(d)!)!,

@@ -110,6 +110,14 @@ export function headOf(seq: number | string | null, hash: string | null, toState
 }
 
 /**
+ * The read of one operation's head, its id an SQL expression (a lateral join's column): the last
+ * event's seq, hash and to_state, or no row (the genesis: headOf(null, …)). chainHeads' statement,
+ * and applyFound's with the links it reads (src/core/found/apply.ts).
+ */
+export const headSql = (id: string) =>
+  `SELECT seq, hash, to_state FROM recon.audit_events WHERE operation_id = ${id} ORDER BY seq DESC LIMIT 1`;
+
+/**
  * The head of each operation's chain (genesis for none), one query. A head is final only while its
  * reader holds the operation's row lock (every chain writer does while it appends), read in a
  * statement that began after the lock was granted: under READ COMMITTED a statement's snapshot
@@ -120,8 +128,7 @@ export function headOf(seq: number | string | null, hash: string | null, toState
 export async function chainHeads(q: Queryable, ids: string[]): Promise<Map<string, ChainHead>> {
   const r = await q.query<{ id: string; seq: number | null; hash: string | null; to_state: State | null }>(
     keepPlan(`SELECT i.id, e.seq, e.hash, e.to_state FROM unnest($1::text[]) AS i(id)
-       LEFT JOIN LATERAL (SELECT seq, hash, to_state FROM recon.audit_events WHERE operation_id = i.id
-                           ORDER BY seq DESC LIMIT 1) e ON true`),
+       LEFT JOIN LATERAL (${headSql('i.id')}) e ON true`),
     [ids],
   );
   return new Map(r.rows.map((h) => [h.id, headOf(h.seq, h.hash, h.to_state)]));
