@@ -1,4 +1,4 @@
-import type { Queryable } from '../../store/db.js';
+import { keepPlan, type Queryable } from '../../store/db.js';
 import type { LinkedVia, LookupResult, Operation, Provider, ProviderTxn, State } from '../../types.js';
 import type { AuditKey } from '../../lib/keyed-hash.js';
 import { lookupDetail } from '../journal/decision-json.js';
@@ -93,29 +93,31 @@ export async function applyFoundTransactions(
 }
 
 /**
- * The links of the operations ($1) and of the transactions found ($2, $3): each arm from its own
- * index (operation_id; the primary key). Written as one WHERE with OR, the transactions' arm was a
- * filter the planner could only apply to every row: each webhook group read every link in the store
- * (5 ms a group at 20,000 links, and growing; test/integration/webhook-groups.test.ts).
+ * The operations' chain heads (chainHeads' read: a row without a provider for each operation in
+ * $1), and the links of the operations ($1) and of the transactions found ($2, $3), in one
+ * statement: one round trip fewer in every group of `webhook serve`, whose transaction waits for
+ * each. It begins after the caller's row locks, as chainHeads requires.
+ *
+ * Each link is looked up from its own index (operation_id; the primary key), one lookup per value
+ * (OFFSET 0 keeps each subquery a lookup the planner cannot turn into a join): written as one WHERE
+ * with OR, the transactions' arm was a filter the planner could only apply to every row, and each
+ * webhook group read every link in the store (5 ms a group at 20,000 links, and growing;
+ * test/integration/webhook-groups.test.ts). Kept (keepPlan): a lookup's plan does not depend on
+ * the values, and planning this statement was ~0.4 ms of PostgreSQL's time per group
+ * (pg_stat_statements, npm run bench -- --only webhooks); test/integration/kept-plans.test.ts.
  */
-const LINKED_OR_HELD = `
-SELECT provider, provider_id, operation_id, state FROM recon.provider_transactions WHERE operation_id = ANY($1::text[])
-UNION
-SELECT t.provider, t.provider_id, t.operation_id, t.state
-  FROM unnest($2::text[], $3::text[]) AS u(provider, provider_id)
-  JOIN recon.provider_transactions t ON t.provider = u.provider AND t.provider_id = u.provider_id`;
-
-/**
- * The operations' chain heads ($1: chainHeads' read, a row without a provider for each) and
- * LINKED_OR_HELD, in one statement: one round trip fewer in every group of `webhook serve`, whose
- * transaction waits for each. It begins after the caller's row locks, as chainHeads requires.
- * Planned at each execution, as LINKED_OR_HELD was (a generic plan of it reads whole tables).
- */
-const HEADS_AND_LINKS = `
+const HEADS_AND_LINKS = keepPlan(`
 SELECT i.id AS operation_id, NULL::text AS provider, NULL::text AS provider_id, NULL::text AS state, h.seq, h.hash, h.to_state
   FROM unnest($1::text[]) AS i(id) LEFT JOIN LATERAL (${headSql('i.id')}) h ON true
 UNION ALL
-SELECT operation_id, provider, provider_id, state, NULL::integer, NULL::text, NULL::text FROM (${LINKED_OR_HELD}) AS l`;
+SELECT operation_id, provider, provider_id, state, NULL::integer, NULL::text, NULL::text FROM (
+  SELECT t.* FROM unnest($1::text[]) AS i(id)
+   CROSS JOIN LATERAL (SELECT provider, provider_id, operation_id, state FROM recon.provider_transactions
+                        WHERE operation_id = i.id OFFSET 0) AS t
+  UNION
+  SELECT t.* FROM unnest($2::text[], $3::text[]) AS u(provider, provider_id)
+   CROSS JOIN LATERAL (SELECT provider, provider_id, operation_id, state FROM recon.provider_transactions
+                        WHERE provider = u.provider AND provider_id = u.provider_id OFFSET 0) AS t) AS l`);
 
 type HeadOrLinkRow =
   | {

@@ -109,7 +109,8 @@ SELECT f.provider AS event_provider, f.event_id, f.operation_id AS event_operati
 
 /**
  * One statement for the rest: the operation and effect of each event applied, and each redelivery
- * recorded as seen (duplicate_count, last_seen_at; the one write a redelivery makes).
+ * recorded as seen (duplicate_count, last_seen_at; the one write a redelivery makes). Planned at
+ * every group: kept, its generic plan made on a new store reads the whole table (kept-plans.test.ts).
  */
 const UPDATE_EVENTS = `
 UPDATE recon.webhook_events w
