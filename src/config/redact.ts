@@ -73,22 +73,26 @@ export function redact(text: string): string {
  * non-plain objects are kept as they are. What holds nothing to redact is returned as it is, not
  * copied: a webhook event or a page of refunds is walked once and handed on unchanged (copying each
  * object into a new one was most of the cost: ~40 µs of a webhook delivery's ~600 µs of CPU).
+ * With `copy`, every plain object and array is a new one whatever it holds: for what code recon
+ * does not own hands over (a module provider may change an object after yielding it).
  */
-export function redactDeep<T>(value: T): T {
-  if (ordered.length === 0 && typeof value !== 'string' && (value === null || typeof value !== 'object')) return value;
-  return deep(value, 0) as T;
+export function redactDeep<T>(value: T, o: { copy?: boolean } = {}): T {
+  const copy = o.copy === true;
+  if (!copy && ordered.length === 0 && typeof value !== 'string' && (value === null || typeof value !== 'object'))
+    return value;
+  return deep(value, 0, copy) as T;
 }
 
-/** `value` redacted, or `value` itself when nothing in it changes. */
-function deep(value: unknown, depth: number): unknown {
+/** `value` redacted: a copy with `copy`, else `value` itself when nothing in it changes. */
+function deep(value: unknown, depth: number, copy: boolean): unknown {
   if (typeof value === 'string') return redact(value);
   if (value === null || typeof value !== 'object' || depth > 50) return value;
   if (Array.isArray(value)) {
     const list = value as unknown[];
-    let out: unknown[] | undefined;
+    let out: unknown[] | undefined = copy ? [] : undefined;
     for (let i = 0; i < list.length; i++) {
       const v = list[i];
-      const r = deep(v, depth + 1);
+      const r = deep(v, depth + 1, copy);
       if (out) out.push(r);
       else if (r !== v) out = [...list.slice(0, i), r];
     }
@@ -103,16 +107,17 @@ function deep(value: unknown, depth: number): unknown {
     const k = keys[i];
     const v = o[k];
     values.push(v);
-    const r = deep(v, depth + 1);
-    if (r === v && redact(k) === k) continue;
-    // Something changes: a copy (keys from outside: a dictionary), of the values read above.
+    const r = deep(v, depth + 1, copy);
+    if (!copy && r === v && redact(k) === k) continue;
+    // Something changes (or a copy is asked for): a new object (keys from outside: a dictionary),
+    // of the values read above.
     const out = dict<unknown>();
     for (let j = 0; j < i; j++) out[keys[j]] = values[j];
     out[redact(k)] = r;
-    for (let j = i + 1; j < keys.length; j++) out[redact(keys[j])] = deep(o[keys[j]], depth + 1);
+    for (let j = i + 1; j < keys.length; j++) out[redact(keys[j])] = deep(o[keys[j]], depth + 1, copy);
     return out;
   }
-  return value;
+  return copy ? dict<unknown>() : value;
 }
 
 /**

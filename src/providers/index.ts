@@ -39,7 +39,9 @@ export async function createProvider(name: string, loaded: LoadedConfig, deps: P
     }
     case 'module': {
       const { loadModuleProvider } = await import('./module/index.js');
-      return redacting(await loadModuleProvider(config));
+      // A module's objects are its own: each answer copied, so that a list that yields one object and
+      // changes it before the next (or keeps an event it handed over) cannot change what recon holds.
+      return redacting(await loadModuleProvider(config), { copy: true });
     }
   }
 }
@@ -49,9 +51,11 @@ export async function createProvider(name: string, loaded: LoadedConfig, deps: P
  * ids, transactions, webhook events) is redacted of every known secret before recon stores it in
  * attempts, observations or the append-only audit trail, or prints it. An adapter may echo its
  * own token (a module provider's error, a gateway's `request-id` header); nothing after this sees it.
+ * Recon's own adapters never change an answer once handed over: it is passed on as it is when it
+ * holds nothing to redact. With `copy` (a module's), every answer is copied (redactDeep).
  */
-function redacting(p: Provider): Provider {
-  const clean = <T>(value: T): T => redactDeep(value);
+function redacting(p: Provider, o: { copy?: boolean } = {}): Provider {
+  const clean = <T>(value: T): T => redactDeep(value, o);
   const scrub = (err: unknown): unknown => {
     if (err instanceof Error) {
       err.message = redact(err.message);

@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { UsageError } from '../../src/errors.js';
@@ -94,6 +94,42 @@ describe('module provider', () => {
     await expect(createProvider('calendar', loadFrom(folder, { module: './slow.mjs' }))).rejects.toThrow(
       /providers\.calendar\.lease: 2m must exceed the timeout \(10m\)/,
     );
+  });
+
+  it("what a module's list() and parseWebhook() hand over is recon's copy: the module changing its object later changes nothing recon holds", async () => {
+    // A module that yields one object and changes it before the next (found by a review: with the
+    // provider boundary no longer copying clean answers, `audit duplicates` batched the same object
+    // three times and its insert failed: "ON CONFLICT DO UPDATE command cannot affect row a second time").
+    const folder = moduleFolder();
+    writeFileSync(
+      path.join(folder, 'reuse.mjs'),
+      `const t = { provider_id: '', status: 'sent', state: 'confirmed', amount: 100, currency: 'usd', metadata: { n: 0 } };
+const ev = { event_id: 'evt_1', type: 'invite.sent', txn: null, raw: { id: 'evt_1' } };
+export default {
+  capabilities: {},
+  async submit() { return { outcome: 'failed' }; },
+  async lookup() { return { result: 'not_found', matches: [], candidates: [] }; },
+  async get() { return null; },
+  async *list() { for (let i = 1; i <= 3; i++) { t.provider_id = 'inv_' + i; t.metadata.n = i; yield t; } },
+  parseWebhook() { return ev; },
+  changeEvent() { ev.event_id = 'evt_changed'; ev.raw.id = 'evt_changed'; },
+};
+`,
+    );
+    const p = await createProvider('calendar', loadFrom(folder, { module: './reuse.mjs' }));
+    const held: { provider_id: string; metadata?: unknown }[] = [];
+    for await (const t of p.list!({ since: new Date(0), until: new Date() })) held.push(t);
+    expect(held.map((t) => [t.provider_id, t.metadata])).toEqual([
+      ['inv_1', { n: 1 }],
+      ['inv_2', { n: 2 }],
+      ['inv_3', { n: 3 }],
+    ]);
+    const event = p.parseWebhook!('{}', undefined);
+    const module = (await import(pathToFileURL(path.join(folder, 'reuse.mjs')).href)) as {
+      default: { changeEvent(): void };
+    };
+    module.default.changeEvent();
+    expect(event).toMatchObject({ event_id: 'evt_1', raw: { id: 'evt_1' } });
   });
 
   it('a module file that does not exist is a usage error naming the key', async () => {

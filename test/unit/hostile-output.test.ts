@@ -57,6 +57,12 @@ describe('redaction', () => {
     registerSecret('tok_abcdef');
     const clean = { id: 'evt_1', data: { object: { id: 're_1', metadata: { a: 'b' } } }, list: ['x', { y: 1 }] };
     expect(redactDeep(clean)).toBe(clean);
+    // A copy when asked for (a module provider's answers): every object and array new, equal.
+    const copied = redactDeep(clean, { copy: true });
+    expect(copied).not.toBe(clean);
+    expect(copied.data.object).not.toBe(clean.data.object);
+    expect(copied.list).not.toBe(clean.list);
+    expect(JSON.parse(JSON.stringify(copied))).toEqual(clean);
     const dirty = {
       id: 'evt_2',
       keep: { a: 1 },

@@ -78,7 +78,8 @@ export async function ingestEvents(ctx: CoreContext, deliveries: Delivery[]): Pr
  * ($7: recon_operation_id), else to the one its transaction is linked to. One row per new event,
  * with its operation's columns (none when there is no such operation). One statement where there
  * were three (the insert, the links' read, the lock): the group's transaction waits for each, and
- * every delivery of the group waits for it.
+ * every delivery of the group waits for it. (A new event it finds no operation for, whose
+ * transaction names none, has its link read again by a statement of its own: LINKS_OF.)
  *
  * The lock returns the row as it is once granted (READ COMMITTED follows an update it waited for to
  * the row's latest version); what is read after the lock (chain heads, links: apply.ts) is read by
@@ -106,6 +107,17 @@ WITH u AS (
 )
 SELECT f.provider AS event_provider, f.event_id, f.operation_id AS event_operation_id, l.*
   FROM fresh f LEFT JOIN locked l ON l.id = f.operation_id`);
+
+/**
+ * The links of transactions (provider, provider id), read again after INSERT_AND_LOCK for the new
+ * events it found no operation for, and the operations they give locked (in id order, each by its
+ * own lookup: a kept plan of `id = ANY($1)` made on a new store scans the table for good).
+ */
+const LINKS_OF = `SELECT provider, provider_id, operation_id FROM recon.provider_transactions
+  WHERE (provider, provider_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`;
+const LOCK_OPERATIONS = keepPlan(`
+SELECT o.* FROM (SELECT DISTINCT id FROM unnest($1::text[]) AS i(id) ORDER BY id) AS i
+ CROSS JOIN LATERAL (SELECT ${operationColumns()} FROM recon.operations WHERE id = i.id FOR UPDATE) AS o`);
 
 /**
  * One statement for the rest: the operation and effect of each event applied, and each redelivery
@@ -151,6 +163,32 @@ async function applyEvents(ctx: CoreContext, deliveries: Delivery[]): Promise<In
     for (const r of read.rows) {
       fresh.set(key(r.event_provider, r.event_id), r.event_operation_id);
       if (r.id && !locked.has(r.id)) locked.set(r.id, rowToOperation(r as OperationRow));
+    }
+    // A new event whose transaction names no operation, and which INSERT_AND_LOCK found linked to none:
+    // its link read again, by a statement that begins now. That one read the links with the snapshot
+    // it began with, before its insert waited (if it did) for another server's delivery of the same
+    // event; a link made meanwhile (by `recon run`, a lookup) and that delivery rolled back left the
+    // event unmatched, its evidence never noted (found by a review, three connections:
+    // webhook-race.test.ts). An operation found so is locked after the others, out of id order: a
+    // deadlock with another group fails this one, and its events are then applied one by one.
+    const unlinked = unique.filter(
+      (d) => d.event.txn && !d.event.txn.operation_id && fresh.has(keyOf(d)) && fresh.get(keyOf(d)) === null,
+    );
+    if (unlinked.length) {
+      const r = await tx.query<{ provider: string; provider_id: string; operation_id: string }>(LINKS_OF, [
+        unlinked.map((d) => d.provider.name),
+        unlinked.map((d) => d.event.txn!.provider_id),
+      ]);
+      const linkedNow = new Map(r.rows.map((row) => [key(row.provider, row.provider_id), row.operation_id]));
+      for (const d of unlinked) {
+        const id = linkedNow.get(key(d.provider.name, d.event.txn!.provider_id));
+        if (id) fresh.set(keyOf(d), id);
+      }
+      const more = [...new Set(linkedNow.values())].filter((id) => !locked.has(id));
+      if (more.length) {
+        const l = await tx.query<OperationRow>(LOCK_OPERATIONS, [more]);
+        for (const row of l.rows) locked.set(row.id, rowToOperation(row));
+      }
     }
     // First deliveries, in arrival order.
     const applying = deliveries.filter((d) => firsts.get(keyOf(d)) === d && fresh.has(keyOf(d)));
