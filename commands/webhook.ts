@@ -157,8 +157,14 @@ export async function runServe(opts: ServeOptions, deps: Deps): Promise<void> {
       // After a refused body the rest of the request is not read: close the connection rather
       // than let Node drain (read) what the client keeps sending.
       const close = status === 413 || status === 408;
-      res.writeHead(status, { 'content-type': 'application/json', ...(close ? { connection: 'close' } : {}) });
-      res.end(JSON.stringify(body), () => {
+      const text = JSON.stringify(body);
+      // With its length, the answer is one write of head and body (without, Node frames it in chunks).
+      res.writeHead(status, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(text),
+        ...(close ? { connection: 'close' } : {}),
+      });
+      res.end(text, () => {
         if (close) req.socket.destroy();
       });
     };
