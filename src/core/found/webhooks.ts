@@ -72,9 +72,17 @@ export async function ingestEvents(ctx: CoreContext, deliveries: Delivery[]): Pr
 }
 
 /**
+ * The operations whose ids `ids` (a query of one column, `id`) gives, locked in id order (so two
+ * writers never wait on each other in a cycle), each by its own lookup: a kept plan of `id = ANY($1)`
+ * made on a new store scans the table for good (kept-plans.test.ts).
+ */
+const lockInIdOrder = (ids: string) =>
+  `SELECT o.* FROM (SELECT DISTINCT id FROM (${ids}) AS ids ORDER BY id) AS i
+    CROSS JOIN LATERAL (SELECT ${operationColumns()} FROM recon.operations WHERE id = i.id FOR UPDATE) AS o`;
+
+/**
  * The group's first statement: the event rows inserted, each first delivery once, and the
- * operations the new ones apply to locked, in id order (so two writers never wait on each other in
- * a cycle), each by its own lookup. A new event applies to the operation its transaction names
+ * operations the new ones apply to locked (lockInIdOrder). A new event applies to the operation its transaction names
  * ($7: recon_operation_id), else to the one its transaction is linked to. One row per new event,
  * with its operation's columns (none when there is no such operation). One statement where there
  * were three (the insert, the links' read, the lock): the group's transaction waits for each, and
@@ -102,22 +110,18 @@ WITH u AS (
     LEFT JOIN LATERAL (SELECT p.operation_id FROM recon.provider_transactions p
                         WHERE u.operation_id IS NULL AND p.provider = u.provider AND p.provider_id = u.provider_id) t ON true
 ), locked AS MATERIALIZED (
-  SELECT o.* FROM (SELECT DISTINCT operation_id AS id FROM fresh WHERE operation_id IS NOT NULL ORDER BY id) AS i
-   CROSS JOIN LATERAL (SELECT ${operationColumns()} FROM recon.operations WHERE id = i.id FOR UPDATE) AS o
+  ${lockInIdOrder('SELECT operation_id AS id FROM fresh WHERE operation_id IS NOT NULL')}
 )
 SELECT f.provider AS event_provider, f.event_id, f.operation_id AS event_operation_id, l.*
   FROM fresh f LEFT JOIN locked l ON l.id = f.operation_id`);
 
 /**
  * The links of transactions (provider, provider id), read again after INSERT_AND_LOCK for the new
- * events it found no operation for, and the operations they give locked (in id order, each by its
- * own lookup: a kept plan of `id = ANY($1)` made on a new store scans the table for good).
+ * events it found no operation for, and the operations they give locked.
  */
 const LINKS_OF = `SELECT provider, provider_id, operation_id FROM recon.provider_transactions
   WHERE (provider, provider_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`;
-const LOCK_OPERATIONS = keepPlan(`
-SELECT o.* FROM (SELECT DISTINCT id FROM unnest($1::text[]) AS i(id) ORDER BY id) AS i
- CROSS JOIN LATERAL (SELECT ${operationColumns()} FROM recon.operations WHERE id = i.id FOR UPDATE) AS o`);
+const LOCK_OPERATIONS = keepPlan(lockInIdOrder('SELECT id FROM unnest($1::text[]) AS i(id)'));
 
 /**
  * One statement for the rest: the operation and effect of each event applied, and each redelivery
@@ -171,9 +175,7 @@ async function applyEvents(ctx: CoreContext, deliveries: Delivery[]): Promise<In
     // event unmatched, its evidence never noted (found by a review, three connections:
     // webhook-race.test.ts). An operation found so is locked after the others, out of id order: a
     // deadlock with another group fails this one, and its events are then applied one by one.
-    const unlinked = unique.filter(
-      (d) => d.event.txn && !d.event.txn.operation_id && fresh.has(keyOf(d)) && fresh.get(keyOf(d)) === null,
-    );
+    const unlinked = unique.filter((d) => d.event.txn && !d.event.txn.operation_id && fresh.get(keyOf(d)) === null);
     if (unlinked.length) {
       const r = await tx.query<{ provider: string; provider_id: string; operation_id: string }>(LINKS_OF, [
         unlinked.map((d) => d.provider.name),
