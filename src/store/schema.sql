@@ -164,6 +164,7 @@ CREATE INDEX operations_client_reference_idx ON recon.operations USING btree (cl
 CREATE INDEX operations_created_idx ON recon.operations USING btree (created_at DESC, id);
 CREATE INDEX operations_idempotency_key_idx ON recon.operations USING btree (provider, idempotency_key);
 CREATE INDEX operations_payment_intent_idx ON recon.operations USING btree (((payload ->> 'payment_intent'::text))) WHERE ((payload ->> 'payment_intent'::text) IS NOT NULL);
+CREATE INDEX operations_stats_idx ON recon.operations USING btree (state, attempt_count, review_reason) INCLUDE (created_at, first_attempt_at, resolved_at);
 CREATE INDEX operations_unresolved_idx ON recon.operations USING btree (created_at DESC, id) WHERE (state = ANY (ARRAY['submitting'::text, 'pending'::text, 'outcome_unknown'::text, 'needs_review'::text]));
 CREATE INDEX provider_transactions_operation_idx ON recon.provider_transactions USING btree (operation_id);
 
@@ -219,4 +220,4 @@ CREATE TRIGGER audit_events_no_update_delete BEFORE DELETE OR UPDATE ON recon.au
 CREATE TRIGGER audit_keying_no_truncate BEFORE TRUNCATE ON recon.audit_keying FOR EACH STATEMENT EXECUTE FUNCTION recon.audit_keying_fixed();
 CREATE TRIGGER audit_keying_no_update_delete BEFORE DELETE OR UPDATE ON recon.audit_keying FOR EACH ROW EXECUTE FUNCTION recon.audit_keying_fixed();
 
--- migrations applied: 1, 2, 3, 4, 5, 6
+-- migrations applied: 1, 2, 3, 4, 5, 6, 7

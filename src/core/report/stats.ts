@@ -1,7 +1,7 @@
 import { prometheusText } from '../../lib/prometheus.js';
 import type { Db, Queryable } from '../../store/db.js';
 import { countDuplicates } from '../audit/duplicates.js';
-import { UNRESOLVED_STATES, type State } from '../../types.js';
+import { UNRESOLVED_SQL } from '../journal/states.js';
 
 /** `recon stats`: where the backlog is, how fast it resolves, how often humans are needed. */
 export interface Stats {
@@ -40,14 +40,22 @@ export function percentile(sorted: number[], p: number): number | null {
 
 /**
  * Everything is counted and ranked by the database: no row is streamed into JS (on a million
- * operations that was 990k rows and 178 MiB to sort percentiles here), and the table is read twice,
- * by two statements that run side by side on two connections (PostgreSQL; one after the other on
- * PGlite):
+ * operations that was 990k rows and 178 MiB to sort percentiles here), from operations_stats_idx
+ * (migration 7: the state, attempts and review reason, with the three timestamps stats reads), never
+ * the table's rows, whose columns sit behind the payload. Three statements, side by side on the
+ * pool's connections (PostgreSQL; one after the other on PGlite):
  *
- * - one pass of hash aggregation for the state counts, the duplicates, the attempts histogram and
- *   the unresolved operations' age buckets. The bucket is found by comparing the operation's start
- *   with `now` minus each bound: the comparisons of AGE_BUCKETS (upper bound exclusive) on exact
- *   timestamps.
+ * - the counts by state, attempts and review reason (duplicates are one reason), with the count
+ *   created in the `--since` window beside each: a read of the index in its key order, grouped as it
+ *   comes (a dozen groups, no hash table). On a million operations the planner prefers the table and
+ *   a hash aggregate, which took twice as long here (npm run bench, stats), or parallel workers,
+ *   which on two cores compete with the percentiles' sort beside it (interleaved runs of the three
+ *   statements on 1,000,000 operations: median 477 ms without them, 600 ms with): the statement's
+ *   transaction turns all three off for it.
+ * - the unresolved operations' age buckets: a range of the index (the unresolved states only). The
+ *   bucket is found by comparing the operation's start with `now` minus each bound: the comparisons
+ *   of AGE_BUCKETS (upper bound exclusive) on exact timestamps. Every unresolved operation counts,
+ *   `--since` or not.
  * - one sort for the three percentiles (the array form of the ordered-set aggregate), in memory:
  *   at the default work_mem (4MB) a million durations spill to disk and the sort takes several times
  *   longer. Percentiles are `percentile_disc`, the nearest-rank percentile of `percentile()` above
@@ -60,36 +68,41 @@ export function percentile(sorted: number[], p: number): number | null {
  */
 export async function computeStats(q: Queryable, o: { now: Date; since?: Date }): Promise<Stats> {
   const since = o.since?.toISOString() ?? null;
-  // With --since, `c` (created in the window) splits the groups: the state, duplicate and attempt
-  // counts keep the window, the age buckets count every unresolved operation.
   const bounds = AGE_BUCKETS.filter(([, max]) => Number.isFinite(max)).map(([, max]) =>
     new Date(o.now.getTime() - max * 1000).toISOString(),
   );
-  // One row per (state, age bucket, attempts, duplicate, [in the window]): a plain GROUP BY of a few
-  // dozen groups, one hash probe a row (grouping sets probed twice). The bucket is computed for every
-  // row, which costs less than asking first whether the state is unresolved; only the unresolved
-  // states' buckets are reported.
-  const countsSql = `SELECT ${since ? 'c' : 'true AS c'}, state, bucket, attempt_count, dup, count(*)::int AS n
-       FROM (SELECT ${since ? 'created_at >= $5::timestamptz AS c, ' : ''}state, attempt_count, review_reason = 'duplicate' AS dup,
-                    CASE ${bounds.map((_, i) => `WHEN coalesce(first_attempt_at, created_at) > $${i + 1}::timestamptz THEN ${i}`).join(' ')}
-                         ELSE ${bounds.length} END AS bucket
-               FROM recon.operations) AS o
-      GROUP BY ${since ? 'c, ' : ''}state, bucket, attempt_count, dup`;
+  const countsSql = `SELECT state, attempt_count, review_reason = 'duplicate' AS dup,
+            count(*) FILTER (WHERE $1::timestamptz IS NULL OR created_at >= $1::timestamptz)::int AS in_window
+       FROM recon.operations
+      GROUP BY state, attempt_count, review_reason`;
+  const bucketsSql = `SELECT state, CASE ${bounds.map((_, i) => `WHEN coalesce(first_attempt_at, created_at) > $${i + 1}::timestamptz THEN ${i}`).join(' ')}
+                         ELSE ${bounds.length} END AS bucket, count(*)::int AS n
+       FROM recon.operations WHERE state IN ${UNRESOLVED_SQL}
+      GROUP BY 1, 2`;
   const ttrSql = `SELECT count(*)::int AS n,
             percentile_disc(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY (date_part('epoch', resolved_at - first_attempt_at) * 1000000)::bigint) AS p
        FROM recon.operations
       WHERE resolved_at IS NOT NULL AND first_attempt_at IS NOT NULL AND state IN ('confirmed', 'failed')
         AND ($1::timestamptz IS NULL OR resolved_at >= $1::timestamptz)`;
-  type CountRow = { c: boolean; state: string; bucket: number; attempt_count: number; dup: boolean | null; n: number };
+  type CountRow = { state: string; attempt_count: number; dup: boolean | null; in_window: number };
+  type BucketRow = { state: string; bucket: number; n: number };
   type TtrRow = { n: number; p: (string | number)[] | null };
-  const [counts, ttr, esc, audited] = await Promise.all([
-    q.query<CountRow>(countsSql, since ? [...bounds, since] : bounds),
+  /** The statement in a transaction of its own with these settings (PostgreSQL), else as it is (PGlite: one connection). */
+  const withSettings = <T>(settings: string[], sql: string, params: unknown[]) =>
     'transaction' in q
       ? (q as Db).transaction(async (tx) => {
-          await tx.query("SET LOCAL work_mem = '64MB'");
-          return tx.query<TtrRow>(ttrSql, [since]);
+          for (const setting of settings) await tx.query(`SET LOCAL ${setting}`);
+          return tx.query<T>(sql, params);
         })
-      : q.query<TtrRow>(ttrSql, [since]),
+      : q.query<T>(sql, params);
+  const [counts, buckets, ttr, esc, audited] = await Promise.all([
+    withSettings<CountRow>(
+      ['enable_seqscan = off', 'enable_hashagg = off', 'max_parallel_workers_per_gather = 0'],
+      countsSql,
+      [since],
+    ),
+    q.query<BucketRow>(bucketsSql, bounds),
+    withSettings<TtrRow>(["work_mem = '64MB'"], ttrSql, [since]),
     q.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM recon.audit_events WHERE to_state = 'needs_review' AND from_state IS DISTINCT FROM 'needs_review'
           AND ($1::timestamptz IS NULL OR at >= $1::timestamptz)`,
@@ -105,15 +118,13 @@ export async function computeStats(q: Queryable, o: { now: Date; since?: Date })
   let max: number | null = null;
   let duplicateActions = 0;
   const attempts = new Map<number, number>();
+  for (const r of buckets.rows) {
+    const age_bucket = AGE_BUCKETS[Number(r.bucket)][0];
+    unresolved.push({ state: r.state, age_bucket, count: Number(r.n) });
+  }
   for (const r of counts.rows) {
-    const n = Number(r.n);
-    if (UNRESOLVED_STATES.includes(r.state as State)) {
-      const age_bucket = AGE_BUCKETS[Number(r.bucket)][0];
-      const u = unresolved.find((x) => x.state === r.state && x.age_bucket === age_bucket);
-      if (u) u.count += n;
-      else unresolved.push({ state: r.state, age_bucket, count: n });
-    }
-    if (!r.c) continue;
+    const n = Number(r.in_window);
+    if (!n) continue;
     byState[r.state] = (byState[r.state] ?? 0) + n;
     if (r.dup) duplicateActions += n;
     const a = Number(r.attempt_count);
