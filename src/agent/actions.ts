@@ -19,6 +19,8 @@ import { reconcileById } from '../core/reconcile/reconcile.js';
 import { recordOperationsIn } from '../core/intake/record.js';
 import { heldText, holderOf } from '../core/intake/replan.js';
 import { isInFlight, isReconcilable } from '../core/journal/states.js';
+import { noteOnHead } from '../core/journal/note.js';
+import type { ChainHead } from '../core/journal/chain.js';
 import { readForClaim } from '../core/attempt/claims.js';
 import { submitOperation } from '../core/attempt/submit.js';
 import { validateOperation, type OperationInput } from '../core/intake/validate.js';
@@ -275,7 +277,7 @@ async function providerOrRefusal(
 export async function execute(c: ToolCall, id: string): Promise<Answer> {
   // The operation as a claim checks it (its chain's head, its links): the claim is made on this read.
   const seen = await readForClaim(c.ctx.db, id);
-  const found = seen && { op: seen.op, txnIds: seen.transactions.map((t) => t.provider_id) };
+  const found = seen && { op: seen.op, txnIds: seen.transactions.map((t) => t.provider_id), head: seen.head };
   if (!found)
     return refused(
       notRecorded(
@@ -348,19 +350,31 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
 /**
  * The `mcp.call` event of a call that changed nothing, and the operation as it stands under that
  * event's row lock: `found` (read at the start of the call) when the row has not moved since, with
- * the fresh row; else read again. One transaction (lock, chain head, event) and no re-read.
+ * the fresh row; else read again. One statement when `found` has its chain's head and nothing was
+ * appended since (noteOnHead: the lock and the event), else one transaction (lock, chain head, event).
  */
 async function auditUnchanged(
   c: ToolCall,
-  found: { op: Operation; txnIds: string[] },
+  found: { op: Operation; txnIds: string[]; head?: ChainHead },
   detail: { tool: string } & Record<string, unknown>,
 ): Promise<{ op: Operation; txnIds: string[] }> {
   const id = found.op.id;
-  const locked = await c.ctx.db.transaction(async (tx) => {
-    const op = await lockOperation(tx, id);
-    await auditCallIn(tx, c.ctx, [id], detail, { locked: true });
-    return op;
-  });
+  const noted =
+    found.head &&
+    (await noteOnHead(c.ctx.db, id, found.head, {
+      actor: c.ctx.actor,
+      auditKey: c.ctx.auditKey,
+      now: c.ctx.now(),
+      kind: MCP_CALL,
+      detail,
+    }));
+  const locked =
+    noted?.op ??
+    (await c.ctx.db.transaction(async (tx) => {
+      const op = await lockOperation(tx, id);
+      await auditCallIn(tx, c.ctx, [id], detail, { locked: true });
+      return op;
+    }));
   const moved =
     locked.state !== found.op.state ||
     locked.updated_at.getTime() !== found.op.updated_at.getTime() ||
@@ -372,7 +386,7 @@ async function auditUnchanged(
 async function secondClick(
   c: ToolCall,
   id: string,
-  found: { op: Operation; txnIds: string[] },
+  found: { op: Operation; txnIds: string[]; head?: ChainHead },
   audited = false,
 ): Promise<Answer> {
   const now = audited

@@ -7,7 +7,8 @@ import type { LoadedConfig } from '../config/types.js';
 import type { AuditKey } from '../lib/keyed-hash.js';
 import type { CoreContext } from '../core/journal/context.js';
 import { keepPlan, type Db } from '../store/db.js';
-import type { Operation, Provider } from '../types.js';
+import type { Operation, Provider, State } from '../types.js';
+import { headOf, headSql, type ChainHead } from '../core/journal/chain.js';
 import { operationColumns, rowToOperation, type OperationRow } from '../core/journal/operations.js';
 
 export interface Agent {
@@ -44,17 +45,37 @@ export function toolCall(agent: Agent, clientName: string | undefined): ToolCall
 }
 
 /**
- * The operation as it is now and its linked provider transaction ids; null when not recorded. One
- * query (a tool call reads this up to twice): with 20 agents at once, every round trip to the store
- * is CPU the server shares with them (issue 28: ~17 queries per tool call on PostgreSQL).
+ * The operation as it is now, its linked provider transaction ids and its chain's head (an `mcp.call`
+ * for the call is chained after it: noteOnHead); null when not recorded. One query (a tool call reads
+ * this up to twice): with 20 agents at once, every round trip to the store is CPU the server shares
+ * with them (issue 28: ~17 queries per tool call on PostgreSQL).
  */
-export async function currentOperation(db: Db, id: string): Promise<{ op: Operation; txnIds: string[] } | null> {
-  const r = await db.query<OperationRow & { txn_ids: string[] | null }>(
+export async function currentOperation(
+  db: Db,
+  id: string,
+): Promise<{ op: Operation; txnIds: string[]; head: ChainHead } | null> {
+  const r = await db.query<
+    OperationRow & {
+      txn_ids: string[] | null;
+      head_seq: number | null;
+      head_hash: string | null;
+      head_to_state: State | null;
+    }
+  >(
     keepPlan(`SELECT ${operationColumns('o')}, ARRAY(SELECT t.provider_id FROM recon.provider_transactions t
-                        WHERE t.operation_id = o.id ORDER BY t.linked_at, t.provider_id) AS txn_ids
-       FROM recon.operations o WHERE o.id = $1`),
+                        WHERE t.operation_id = o.id ORDER BY t.linked_at, t.provider_id) AS txn_ids,
+            h.seq AS head_seq, h.hash AS head_hash, h.to_state AS head_to_state
+       FROM recon.operations o
+       LEFT JOIN LATERAL (${headSql('o.id')}) h ON true
+      WHERE o.id = $1`),
     [id],
   );
   const row = r.rows[0];
-  return row ? { op: rowToOperation(row), txnIds: row.txn_ids ?? [] } : null;
+  return row
+    ? {
+        op: rowToOperation(row),
+        txnIds: row.txn_ids ?? [],
+        head: headOf(row.head_seq, row.head_hash, row.head_to_state),
+      }
+    : null;
 }
