@@ -25,9 +25,9 @@ function agentCall(w: StripeWorld, db: Db) {
 function watched(w: StripeWorld, sent: string[], after: (n: number) => Promise<void> = async () => {}): Db {
   return {
     ...w.db,
-    async query(sql, params) {
+    async query<T>(sql: string, params?: unknown[]) {
       sent.push(sql.trim().split(/\s+/).slice(0, 2).join(' '));
-      const r = await w.db.query(sql, params);
+      const r = await w.db.query<T>(sql, params);
       await after(sent.length);
       return r;
     },

@@ -205,6 +205,8 @@ export interface ClaimView {
   recorded: string | null;
   head: ChainHead;
   transactions: ProviderTransaction[];
+  /** The row's version (xmin) as read: a claim on this view is written only on that row (Move.attempt.rowVersion). */
+  version: string;
 }
 
 /**
@@ -215,6 +217,7 @@ export interface ClaimView {
 export async function readForClaim(q: Queryable, id: string): Promise<ClaimView | null> {
   const r = await q.query<
     OperationRow & {
+      row_version: string;
       recorded_payload_hash: string | null;
       head_seq: number | null;
       head_hash: string | null;
@@ -222,7 +225,7 @@ export async function readForClaim(q: Queryable, id: string): Promise<ClaimView 
       linked: (Omit<TransactionRow, 'created' | 'linked_at'> & { created: string | null; linked_at: string })[];
     }
   >(
-    keepPlan(`SELECT ${operationColumns('o')},
+    keepPlan(`SELECT ${operationColumns('o')}, o.xmin::text AS row_version,
             (SELECT e.detail->>'payload_hash' FROM recon.audit_events e
               WHERE e.operation_id = o.id AND e.seq = 1) AS recorded_payload_hash,
             h.seq AS head_seq, h.hash AS head_hash, h.to_state AS head_to_state,
@@ -240,6 +243,7 @@ export async function readForClaim(q: Queryable, id: string): Promise<ClaimView 
     op: rowToOperation(row),
     recorded: row.recorded_payload_hash,
     head: headOf(row.head_seq, row.head_hash, row.head_to_state),
+    version: row.row_version,
     // JSON's timestamps are strings: as Dates, the links are the rows transactionsAndHead reads.
     transactions: row.linked.map((t) =>
       rowToTransaction({
@@ -384,11 +388,13 @@ function claimOf(
 }
 
 /**
- * The claim on the operation as read before (ClaimView), in one transaction of one statement: the
- * move checks the state (and a retry's held lease) under the row lock, and an event written since
- * the read (a link always comes with one) has taken the seq its event needs, so it fails on the
- * chain's key. Null, and nothing written, when the long way must decide: a refusal (another state,
- * a lease held), a changed payload (which the long way records), or the statement failing. A first
+ * The claim on the operation as read before (ClaimView), in one statement (no transaction around it:
+ * BEGIN and COMMIT were two more round trips of execute_action's): the move checks the state (and a
+ * retry's held lease) and the row's version under the row lock (the row as read, so its payload is
+ * the one checked here), and an event written since the read (a link always comes with one) has taken
+ * the seq its event needs, so it fails on the chain's key. Null, and nothing written, when the long
+ * way must decide: a refusal (another state, a lease held, the row changed), a changed payload (which
+ * the long way records), or the statement failing. A first
  * submit (`approved`: no lease is ever held on one) or a retry under the caller's own lease only.
  */
 async function claimSeen(
@@ -406,27 +412,19 @@ async function claimSeen(
   if (payloadTampering(current, seen.recorded)) return null;
   // The adapter's refusal of what would be sent is the caller's answer, as on the long way: nothing written.
   o.check?.(current);
+  const move = claimMove(id, current, seen.head, o, expires);
+  // On the row as read (its version): what is sent is the payload, hash and key checked above. Changed
+  // since, even behind recon's back, the move is not written and the long way decides (and records a
+  // payload changed in the store).
+  move.attempt = { ...move.attempt!, rowVersion: seen.version };
   try {
-    return await ctx.db.transaction(async (tx) => {
-      const move = claimMove(id, current, seen.head, o, expires);
-      const [moved] = await transitionMany(tx, [o.heldLease ? { ...move, leaseOwner: o.heldLease } : move], {
-        actor: ctx.actor,
-        auditKey: ctx.auditKey,
-        now,
-        returnRows: true,
-      });
-      const claim = claimOf(moved, current, o.owner, expires, seen.transactions);
-      // What is sent is the row as claimed: its payload, hash and key must be those checked above (else
-      // the long way decides, and records a payload changed behind recon's back).
-      const sent = claim.op;
-      if (
-        payloadHash(sent.payload) !== current.payload_hash ||
-        sent.payload_hash !== current.payload_hash ||
-        sent.idempotency_key !== current.idempotency_key
-      )
-        throw new RefusedError(`operation ${id} was changed in the store since it was read`, 'state_machine');
-      return claim;
+    const [moved] = await transitionMany(ctx.db, [o.heldLease ? { ...move, leaseOwner: o.heldLease } : move], {
+      actor: ctx.actor,
+      auditKey: ctx.auditKey,
+      now,
+      returnRows: true,
     });
+    return claimOf(moved, current, o.owner, expires, seen.transactions);
   } catch (err) {
     // Written since the read, or refused under the row lock: the long way decides. A store error is the caller's.
     if (movedOn(err)) return null;

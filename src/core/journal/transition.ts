@@ -102,7 +102,17 @@ export interface Move {
    * The attempt the move begins (an attempt's claim, → submitting): its row in recon.attempts (owned by
    * the move's new lease, started now) and the operation's attempt_count, in the move's statement.
    */
-  attempt?: { number: number; idempotencyKey: string; requestHash: string };
+  attempt?: {
+    number: number;
+    idempotencyKey: string;
+    requestHash: string;
+    /**
+     * The version of the row (its xmin) the claim's read saw (readForClaim): the move is written only on
+     * that very row, so what is sent is what that read checked (a payload changed since, even behind
+     * recon's back, fails the move). Omitted under the row lock (the long way checks what it locked).
+     */
+    rowVersion?: string;
+  };
   /** The attempt the move ends (its answer written): its row's end, in the move's statement. */
   attemptEnd?: {
     number: number;
@@ -115,7 +125,8 @@ export interface Move {
 /** A move written (its event, the note chained after it if it had one, the row when asked) or refused. */
 export type Moved = { ok: true; event: AuditEvent; noted?: AuditEvent; op?: Operation } | { ok: false; error: Error };
 
-type Locked = Pick<Operation, 'id' | 'state' | 'lease_owner' | 'lease_expires_at'>;
+/** What a move's checks read under the row lock; `version` (the row's xmin) in the statements of claims only. */
+type Locked = Pick<Operation, 'id' | 'state' | 'lease_owner' | 'lease_expires_at'> & { version?: string };
 
 /**
  * Whether a move failed because the operation moved on since what its caller read: another writer's
@@ -289,6 +300,11 @@ export async function transitionMany(
     }
     try {
       assertMove(w?.locked, m, o.now);
+      if (m.attempt?.rowVersion !== undefined && w?.locked.version !== m.attempt.rowVersion)
+        throw new RefusedError(
+          `operation ${m.id} was changed in the store since it was read; not claimed`,
+          'state_machine',
+        );
       throw new Error(`operation ${m.id}: decision not written`);
     } catch (err) {
       results[i] = { ok: false, error: err as Error };
@@ -320,7 +336,7 @@ interface MovesShape {
  * (EXPLAIN's planning time, median of 30). Each shape is kept (keepPlan): on sessions of recon's own,
  * parsed and planned once per session; so its plans must stay good for any values and any table
  * size, whence the operations locked by a lookup per id and updated by the join alone
- * (test/integration/kept-plans.test.ts). Parameters: $1–$23 the moves, then the links' nine, the notes' eight, the attempts' four, the
+ * (test/integration/kept-plans.test.ts). Parameters: $1–$23 the moves, then the links' nine, the notes' eight, the attempts' five, the
  * attempt ends' five: each group only in the shapes that have its part.
  */
 const WRITE_MOVES = (s: MovesShape) => {
@@ -339,15 +355,21 @@ WITH u AS (
          key_id)
 ),
 locked AS (
-  SELECT l.id, l.state, l.lease_owner, l.lease_expires_at
+  SELECT l.id, l.state, l.lease_owner, l.lease_expires_at${s.attempts ? ', l.version' : ''}
     FROM (SELECT DISTINCT id FROM unnest($1::text[]) AS i(id) ORDER BY id) AS i
-   CROSS JOIN LATERAL (SELECT id, state, lease_owner, lease_expires_at FROM recon.operations
-                        WHERE id = i.id FOR UPDATE) AS l
+   CROSS JOIN LATERAL (SELECT id, state, lease_owner, lease_expires_at${s.attempts ? ', xmin::text AS version' : ''}
+                         FROM recon.operations WHERE id = i.id FOR UPDATE) AS l
 ),
 ok AS (
   SELECT u.* FROM u JOIN locked l ON l.id = u.id
    WHERE l.state = u.from_state
-     AND (u.lease_check IS NULL OR (l.lease_owner = u.lease_check AND l.lease_expires_at > $20::timestamptz))
+     AND (u.lease_check IS NULL OR (l.lease_owner = u.lease_check AND l.lease_expires_at > $20::timestamptz))${
+       s.attempts
+         ? `
+     AND NOT EXISTS (SELECT 1 FROM unnest(${attempt(0)}::text[], ${attempt(4)}::text[]) AS v(id, version)
+                      WHERE v.id = u.id AND v.version IS DISTINCT FROM l.version AND v.version IS NOT NULL)`
+         : ''
+     }
 ),${
     s.observations
       ? `
@@ -440,7 +462,7 @@ appended AS (
     }`)}
 )
 SELECT l.id AS locked_id, l.state AS locked_state, l.lease_owner AS locked_lease_owner,
-       l.lease_expires_at AS locked_lease_expires_at, up.id IS NOT NULL AS written,${
+       l.lease_expires_at AS locked_lease_expires_at,${s.attempts ? ' l.version AS locked_version,' : ''} up.id IS NOT NULL AS written,${
          s.links
            ? `
        -- Aborts the statement (division by zero) unless every link was made.
@@ -455,7 +477,7 @@ SELECT l.id AS locked_id, l.state AS locked_state, l.lease_owner AS locked_lease
 const PART_PARAMS = [
   ['links', 9],
   ['notes', 8],
-  ['attempts', 4],
+  ['attempts', 5],
   ['attemptEnds', 5],
 ] as const;
 
@@ -483,6 +505,8 @@ type WrittenRow = OperationRow & {
   locked_state: State;
   locked_lease_owner: string | null;
   locked_lease_expires_at: Date | string | null;
+  /** In the statements of claims only (Move.attempt). */
+  locked_version?: string;
   written: boolean;
 };
 
@@ -559,6 +583,7 @@ async function writeMoves(
       begun.map((a) => a.number),
       begun.map((a) => a.idempotencyKey),
       begun.map((a) => a.requestHash),
+      begun.map((a) => a.rowVersion ?? null),
     );
   }
   if (shape.attemptEnds) {
@@ -580,6 +605,7 @@ async function writeMoves(
         state: row.locked_state,
         lease_owner: row.locked_lease_owner,
         lease_expires_at: row.locked_lease_expires_at === null ? null : new Date(row.locked_lease_expires_at),
+        ...(row.locked_version === undefined ? {} : { version: row.locked_version }),
       },
       row: row.written ? row : null,
     });
