@@ -97,13 +97,22 @@ function auditedInChange(c: ToolCall, id: string, detail: { tool: string } & Rec
     close: () => inner.close(),
   };
   const ctx: CoreContext = { ...c.ctx, db };
+  let takenAlone = false;
   const take = (): { kind: string; detail: Record<string, unknown> } | undefined => {
     if (audited || taken) return undefined;
     if (inTransaction) taken = true;
-    else audited = true;
+    else audited = takenAlone = true;
     return { kind: MCP_CALL, detail };
   };
-  return { ctx, audited: () => audited, take };
+  /**
+   * The statement `take()` gave the event to outside a transaction wrote nothing and the call goes on
+   * (a claim on the operation as read, which the long way then decides: claimAttempt's
+   * `noteUnwritten`): the event is to be written again, with the long way's change or on its own.
+   */
+  const untake = () => {
+    if (takenAlone) audited = takenAlone = false;
+  };
+  return { ctx, audited: () => audited, take, untake };
 }
 
 function providerNames(c: ToolCall): string[] {
@@ -311,7 +320,7 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
   const call = auditedInChange(c, id, { tool: 'execute_action', in_change: true });
   let submitted;
   try {
-    submitted = await submitOperation(call.ctx, provider, id, { note: call.take, seen });
+    submitted = await submitOperation(call.ctx, provider, id, { note: call.take, noteUnwritten: call.untake, seen });
   } catch (err) {
     if (err instanceof UsageError) {
       // The adapter refused the payload before sending anything; the claim was rolled back.

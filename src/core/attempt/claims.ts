@@ -285,6 +285,11 @@ export async function claimAttempt(
      */
     note?: () => Move['note'];
     /**
+     * Told when the claim on `seen` (one statement, no transaction) was given the note and wrote nothing:
+     * the long way decides, and asks for the note again (a refusal leaves it to the caller).
+     */
+    noteUnwritten?: () => void;
+    /**
      * The operation as read just before (readForClaim): the claim is tried on it first, in one
      * statement with no lock or read of its own (claimSeen); the long way below when that fails.
      */
@@ -426,8 +431,12 @@ async function claimSeen(
     });
     return claimOf(moved, current, o.owner, expires, seen.transactions);
   } catch (err) {
-    // Written since the read, or refused under the row lock: the long way decides. A store error is the caller's.
-    if (movedOn(err)) return null;
+    // Written since the read, or refused under the row lock: the long way decides, the note with it. A
+    // store error is the caller's.
+    if (movedOn(err)) {
+      o.noteUnwritten?.();
+      return null;
+    }
     throw err;
   }
 }

@@ -57,6 +57,8 @@ export async function submitOperation(
     heldLease?: string;
     /** An event to write with `attempt.started`, in its statement (claimAttempt's `note`). */
     note?: () => Move['note'];
+    /** Told when the statement `note` was given to wrote nothing (claimAttempt's `noteUnwritten`). */
+    noteUnwritten?: () => void;
     /** The operation as the caller has just read it (readForClaim): claimed on, without a read of its own. */
     seen?: ClaimView;
   } = {},
@@ -70,6 +72,7 @@ export async function submitOperation(
     heldLease: o.heldLease,
     check: (op) => provider.validatePayload?.(submitRequest(op)),
     note: o.note,
+    noteUnwritten: o.noteUnwritten,
     seen: o.seen,
   });
   const result = await send(provider, claim);
