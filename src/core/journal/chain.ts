@@ -148,9 +148,18 @@ export async function appendEvent(
   key?: AuditKey | null,
 ): Promise<AuditEvent> {
   const head = (await chainHeads(tx, [ev.operation_id])).get(ev.operation_id)!;
-  const event = chainEvent(head, { ...ev, from_state: head.to_state ?? null, to_state: head.to_state ?? null }, key);
+  const event = noteEvent(head, ev, key);
   await insertEvents(tx, [event]);
   return event;
+}
+
+/** An event that changes no state, chained after `head`: its from_state and to_state are where the chain stands. */
+export function noteEvent(
+  head: ChainHead,
+  ev: Omit<NewAuditEvent, 'from_state' | 'to_state'>,
+  key?: AuditKey | null,
+): AuditEvent {
+  return chainEvent(head, { ...ev, from_state: head.to_state ?? null, to_state: head.to_state ?? null }, key);
 }
 
 export type AuditEventRow = Omit<AuditEvent, 'seq' | 'at' | 'detail'> & {

@@ -2,7 +2,7 @@ import { keepPlan, type Queryable } from '../../store/db.js';
 import { pgCode, UNIQUE_VIOLATION } from '../../store/pgcodes.js';
 import type { AuditEvent, Operation } from '../../types.js';
 import type { AuditKey } from '../../lib/keyed-hash.js';
-import { appendEvent, chainEvent, insertEventsSql, type ChainHead } from './chain.js';
+import { appendEvent, insertEventsSql, noteEvent, type ChainHead } from './chain.js';
 import { lockOperation, operationColumns, rowToOperation, type OperationRow } from './operations.js';
 import { assertLease } from './transition.js';
 
@@ -56,19 +56,9 @@ export async function noteOnHead(
   head: ChainHead,
   o: { actor: string; auditKey?: AuditKey | null; now: Date; kind: string; detail?: Record<string, unknown> },
 ): Promise<{ op: Operation; event: AuditEvent } | null> {
-  const state = head.to_state ?? null;
-  const event = chainEvent(
+  const event = noteEvent(
     head,
-    {
-      operation_id: id,
-      at: o.now,
-      actor: o.actor,
-      kind: o.kind,
-      from_state: state,
-      to_state: state,
-      rule: null,
-      detail: o.detail ?? {},
-    },
+    { operation_id: id, at: o.now, actor: o.actor, kind: o.kind, rule: null, detail: o.detail ?? {} },
     o.auditKey,
   );
   try {
