@@ -103,7 +103,7 @@ export async function prefetchStore(url: string): Promise<void> {
     import('./template.js'),
   ]);
   prefetchRuntime();
-  prefetchTemplate('memory');
+  prefetchTemplate();
 }
 
 async function openTarget(target: StoreTarget, url: string, useTemplate: boolean): Promise<Db> {
@@ -113,6 +113,6 @@ async function openTarget(target: StoreTarget, url: string, useTemplate: boolean
   }
   const [{ openPglite }, { readTemplate }] = await Promise.all([import('./pglite.js'), import('./template.js')]);
   return openPglite(url, target.kind === 'pglite' ? target.path : undefined, {
-    template: useTemplate ? () => readTemplate(target.kind === 'memory' ? 'memory' : 'folder') : undefined,
+    template: useTemplate ? readTemplate : undefined,
   });
 }

@@ -108,14 +108,15 @@ const createdFromTemplate = new WeakMap<Db, number[]>();
 /**
  * Writes the template's folders and files into the new, empty store folder `dir` with Node's own calls,
  * as initdb would have made them (folders 0700, files 0600). PGlite's `loadDataDir` writes each of a
- * folder store's ~1,000 files through its emulated file system (path lookups, open, write, utime, each
- * from JavaScript into WebAssembly and back), ~0.5 s of `recon init`'s ~1.7 s of CPU (node --cpu-prof);
- * here the folders first, then the files UNPACK_WRITERS at a time, taken from each folder in turn: on
- * this machine's ext4 creating a file takes ~0.7 ms however small it is, and creating 1,028 files one
- * after the other 690–850 ms, this way 450–520 ms (creates in one folder wait for each other; in
- * different folders they do not). A failure (a full disk, a folder turned read-only) is Node's error,
- * reported as any other, once the writes in flight have ended; the half-written folder is emptied by
- * the caller.
+ * folder store's files through its emulated file system (path lookups, open, write, utime, each from
+ * JavaScript into WebAssembly and back): with the ~1,000 files the template had then (its template
+ * databases included), ~0.5 s of `recon init`'s ~1.7 s of CPU (node --cpu-prof). Here the folders
+ * first, then the files UNPACK_WRITERS at a time, taken from each folder in turn: on this machine's
+ * ext4 creating a file takes ~0.7 ms however small it is, and creating 1,028 files one after the
+ * other 690–850 ms, this way 450–520 ms (creates in one folder wait for each other; in different
+ * folders they do not). The template now has ~430 (dropTemplateDatabases). A failure (a full disk, a
+ * folder turned read-only) is Node's error, reported as any other, once the writes in flight have
+ * ended; the half-written folder is emptied by the caller.
  */
 async function unpackInto(dir: string, entries: TarEntry[]): Promise<void> {
   const made = new Set<string>([dir]);
@@ -173,7 +174,7 @@ const UNPACK_WRITERS = 16;
 /**
  * PGlite's file system for a folder (its NodeFS, as PGlite.create(folder) makes it) that the
  * template's files are still being written into: PGlite compiles and instantiates PostgreSQL's
- * WebAssembly (~0.2 s of CPU) while unpackInto waits on the disk (~0.4 s creating ~1,000 files),
+ * WebAssembly (~0.2 s of CPU) while unpackInto waits on the disk (creating ~430 files),
  * and asks the file system for what it holds (initialSyncFs) before it looks at the folder, which
  * waits here for the last file. A failed write fails PGlite.create with the write's error.
  */
@@ -243,32 +244,31 @@ export function templateVersions(db: Db): number[] {
  * it, and every new store is a copy of this folder (its bytes inflated, untarred and written), so the
  * 16 MB segment, nearly all zeros, was 40% of what each copy moved (41 → 30 MB). The segment size is
  * the store's own from then on (pg_control), like any initdb option; PostgreSQL handles either.
- * Dumped twice: `folder`, for new `pglite:` folders, then `memory`, the same without the template
- * databases (dropTemplateDatabases).
+ * Without the template databases (dropTemplateDatabases).
  */
-export async function dumpMigratedStore(): Promise<{ folder: Uint8Array; memory: Uint8Array }> {
+export async function dumpMigratedStore(): Promise<Uint8Array> {
   const { migrate } = await import('./migrate.js');
   const { PGlite } = await import('@electric-sql/pglite');
   const pg = await PGlite.create({ ...(await runtimeFiles()), initDbStartParams: ['--wal-segsize=1'] });
-  const dump = async () => new Uint8Array(await (await pg.dumpDataDir('gzip')).arrayBuffer());
   try {
     await migrate(wrap(pg, 'memory:'));
-    await dropRecycledWal(pg, PGlite.paths.PGDATA);
-    const folder = await dump();
     await dropTemplateDatabases(pg);
     await dropRecycledWal(pg, PGlite.paths.PGDATA);
-    return { folder, memory: await dump() };
+    return new Uint8Array(await (await pg.dumpDataDir('gzip')).arrayBuffer());
   } finally {
     await pg.close();
   }
 }
 
 /**
- * The `memory:` template: a `memory:` store lives as long as its process (the demo, tests) and is only
- * ever the `postgres` database PGlite opens. template0 and template1, which initdb makes for CREATE
- * DATABASE to copy, were 15 of the 24 MB each new one inflates, untars and writes, half of its start
- * (node --cpu-prof of `recon demo`). Dropped as PostgreSQL drops a database, catalog and files; a
- * `pglite:` folder, kept for good, keeps them, as any PostgreSQL cluster does.
+ * A recon store is only ever the `postgres` database PGlite opens: template0 and template1, which
+ * initdb makes for CREATE DATABASE to copy (recon never creates a database), were 600 of the 1,028
+ * files a new `pglite:` folder was written with and 15 of the 24 MB each new store inflates and
+ * untars. Creating a file takes ~0.7 ms on this machine's ext4 however small it is: with them,
+ * `recon init` took a median 1.57 s in 12 runs on a loaded machine, without them 1.21 s (interleaved
+ * with the same build); for `memory:` stores (the demo, tests) they were half of the store's start
+ * (node --cpu-prof of `recon demo`). Dropped as PostgreSQL drops a database, catalog and files. A
+ * store made before keeps its own.
  */
 async function dropTemplateDatabases(pg: PGlite): Promise<void> {
   for (const name of ['template0', 'template1']) {

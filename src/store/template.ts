@@ -8,9 +8,9 @@
  * start from it.
  *
  * Built by `npm run build` (and `npm test`): `scripts/store-template.mjs` writes
- * `dist/store-template/<key>.tar.gz`, and `<key>.memory.tar.gz` for `memory:` stores: the same store
- * without the template databases (dumpMigratedStore in pglite.ts). The key names the PGlite version and a hash of the migration
- * files, so a template is only ever used with the PostgreSQL build and the migrations it was made
+ * `dist/store-template/<key>.tar.gz`, one store without PostgreSQL's template databases
+ * (dumpMigratedStore in pglite.ts), for `memory:` stores and new folders alike. The key names the
+ * PGlite version and a hash of the migration files, so a template is only ever used with the PostgreSQL build and the migrations it was made
  * from; when none matches (a migration added since the build, another PGlite), a store is created
  * and migrated as before. A store made from it holds what the migrations write, their bookkeeping
  * in `recon.schema_migrations` included (applied_at is set to the store's creation), so later
@@ -23,24 +23,18 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { loadMigrations, migrationsDir } from './migrate.js';
 
-/** `folder`: for a new `pglite:` folder, a store kept for good; `memory:`: for a store that lives as long as its process. */
-export type TemplateKind = 'folder' | 'memory';
-
-/**
- * Where the template for the current migrations and PGlite would be:
- * `<package>/dist/store-template/<key>.tar.gz` (`<key>.memory.tar.gz` for `memory:` stores).
- */
-export function templatePath(kind: TemplateKind = 'folder'): string {
+/** Where the template for the current migrations and PGlite would be: `<package>/dist/store-template/<key>.tar.gz`. */
+export function templatePath(): string {
   const dir = migrationsDir();
   const root = path.resolve(dir, '..', '..', '..');
-  return path.join(root, 'dist', 'store-template', `${templateKey(dir)}${kind === 'memory' ? '.memory' : ''}.tar.gz`);
+  return path.join(root, 'dist', 'store-template', `${templateKey(dir)}.tar.gz`);
 }
 
 /**
  * How the template is made, beyond the migrations (pglite.ts, dumpMigratedStore): part of the key, so
  * a template built another way before is rebuilt rather than used.
  */
-const FORMAT = 'initdb --wal-segsize=1, recycled WAL dropped, memory: without template databases';
+const FORMAT = 'initdb --wal-segsize=1, recycled WAL dropped, without template databases';
 
 /** `pglite-<version>-schema-<latest>-<hash of the format and the migration files>`. */
 function templateKey(dir: string): string {
@@ -73,26 +67,26 @@ function pgliteVersion(): string {
  * `memory:` store, instantiates PostgreSQL, which comes before PGlite asks its file system for files).
  * Read by `prefetchTemplate` earlier still, it is that read's bytes.
  */
-export function readTemplate(kind: TemplateKind = 'folder'): Blob | undefined {
-  const ready = prefetched.get(kind);
-  prefetched.delete(kind);
-  return ready ?? inflateTemplate(kind);
+export function readTemplate(): Blob | undefined {
+  const ready = prefetched;
+  prefetched = undefined;
+  return ready ?? inflateTemplate();
 }
 
-const prefetched = new Map<TemplateKind, Blob | undefined>();
+let prefetched: Blob | undefined;
 
 /**
- * Starts reading and inflating the template for the next store `readTemplate(kind)` is asked for, so
+ * Starts reading and inflating the template for the next store `readTemplate()` is asked for, so
  * that work overlaps with whatever the caller loads before it opens the store (`recon demo`, its modules).
  */
-export function prefetchTemplate(kind: TemplateKind): void {
-  if (!prefetched.has(kind)) prefetched.set(kind, inflateTemplate(kind));
+export function prefetchTemplate(): void {
+  prefetched ??= inflateTemplate();
 }
 
-function inflateTemplate(kind: TemplateKind): Blob | undefined {
+function inflateTemplate(): Blob | undefined {
   let gz: Buffer;
   try {
-    gz = fs.readFileSync(templatePath(kind));
+    gz = fs.readFileSync(templatePath());
   } catch {
     return undefined;
   }
@@ -114,24 +108,21 @@ function inflateTemplate(kind: TemplateKind): Blob | undefined {
 }
 
 /**
- * Writes the templates for the current migrations (a fresh in-memory store, migrated, dumped), unless
- * they are there already; removes templates of other keys. Returns the folder template's path.
+ * Writes the template for the current migrations (a fresh in-memory store, migrated, dumped), unless
+ * it is there already; removes templates of other keys. Returns its path.
  */
 export async function writeTemplate(): Promise<{ file: string; written: boolean }> {
-  const files = { folder: templatePath('folder'), memory: templatePath('memory') };
-  const dir = path.dirname(files.folder);
-  if (fs.existsSync(files.folder) && fs.existsSync(files.memory)) return { file: files.folder, written: false };
+  const file = templatePath();
+  const dir = path.dirname(file);
+  if (fs.existsSync(file)) return { file, written: false };
   const { dumpMigratedStore } = await import('./pglite.js');
-  const dumps = await dumpMigratedStore();
+  const dump = await dumpMigratedStore();
   fs.mkdirSync(dir, { recursive: true });
-  for (const kind of ['folder', 'memory'] as const) {
-    const tmp = `${files[kind]}.${process.pid}.tmp`;
-    fs.writeFileSync(tmp, dumps[kind]);
-    fs.renameSync(tmp, files[kind]);
-  }
-  const keep = [path.basename(files.folder), path.basename(files.memory)];
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, dump);
+  fs.renameSync(tmp, file);
   for (const other of fs.readdirSync(dir)) {
-    if (!keep.includes(other)) fs.rmSync(path.join(dir, other), { force: true });
+    if (other !== path.basename(file)) fs.rmSync(path.join(dir, other), { force: true });
   }
-  return { file: files.folder, written: true };
+  return { file, written: true };
 }
