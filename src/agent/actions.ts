@@ -16,12 +16,12 @@ import {
   txnIdsByOperation,
 } from '../core/journal/operations.js';
 import { reconcileById } from '../core/reconcile/reconcile.js';
-import { recordOperationsIn } from '../core/intake/record.js';
+import { recordOperationsIn, type WrittenOperation } from '../core/intake/record.js';
 import { heldText, holderOf } from '../core/intake/replan.js';
 import { isInFlight, isReconcilable } from '../core/journal/states.js';
 import { noteOnHead } from '../core/journal/note.js';
 import type { ChainHead } from '../core/journal/chain.js';
-import { readForClaim } from '../core/attempt/claims.js';
+import { readForClaim, type ClaimView } from '../core/attempt/claims.js';
 import { submitOperation } from '../core/attempt/submit.js';
 import { validateOperation, type OperationInput } from '../core/intake/validate.js';
 import { RefusedError, UsageError } from '../errors.js';
@@ -31,6 +31,7 @@ import { STATES, UNRESOLVED_STATES, type Operation, type Provider, type State } 
 import { auditCall, auditCallIn, MCP_CALL } from './audit.js';
 import { alreadyHappened, frozenText, heldMessage, retryAfter, waitText } from './answers.js';
 import { currentOperation, type ToolCall } from './context.js';
+import { keepJustRecorded, takeJustRecorded } from './just-recorded.js';
 import { describeState, forAgent, notRecorded, refusal, type ActionResult } from './result.js';
 
 export interface Answer<T extends Record<string, unknown> = ActionResult & Record<string, unknown>> {
@@ -145,21 +146,32 @@ export async function propose(c: ToolCall, args: ProposeInput): Promise<Answer> 
   const policy = op.approval ? null : approvalByPolicy(provider?.autoApprove, op);
   const detail = { tool: 'propose_action', reason: args.reason ?? null };
   try {
-    const { created, holder, recorded } = await c.ctx.db.transaction(async (tx) => {
+    const { created, holder, recorded, written } = await c.ctx.db.transaction(async (tx) => {
       // The re-plan guard: decided under a lock on the target, so two proposals at once see each other.
       const holder = policy ? await holderOf(tx, op, provider?.type, { lock: true }) : null;
       const input = { ...op, approval: op.approval ?? (holder ? null : policy) };
       const held = holder ? { held_by: holder } : {};
       // A new operation's mcp.call event goes in with its `recorded` event (one statement, no chain to read).
+      const wrote = new Map<string, WrittenOperation>();
       const [r] = await recordOperationsIn(tx, c.ctx, [input], {
         noteCreated: { kind: MCP_CALL, detail: { ...detail, created: true, ...held } },
+        written: wrote,
       });
       if (holder && r.created)
         await tx.query('UPDATE recon.operations SET review_reason = $2 WHERE id = $1', [op.id, heldText(holder)]);
       if (!r.created) await auditCallIn(tx, c.ctx, [op.id], { ...detail, created: false, ...held });
       const recorded = r.created ? justRecorded(input, holder ? heldText(holder) : null, c.ctx.now()) : null;
-      return { created: r.created, holder: r.created ? holder : null, recorded };
+      return { created: r.created, holder: r.created ? holder : null, recorded, written: wrote.get(op.id) };
     });
+    // Committed: the next execute_action claims on this write (just-recorded.ts).
+    if (recorded?.state === 'approved' && written)
+      keepJustRecorded(c.agent, {
+        op: recorded,
+        recorded: recorded.payload_hash,
+        head: written.head,
+        transactions: [],
+        version: written.version,
+      });
     // What this transaction wrote is known; an operation that was there already is read as it is now.
     const now = recorded ? { op: recorded, txnIds: [] } : (await currentOperation(c.ctx.db, op.id))!;
     const extra = { created, approval: now.op.approval, amount: now.op.amount, currency: now.op.currency };
@@ -283,9 +295,24 @@ async function providerOrRefusal(
   }
 }
 
+/**
+ * The view propose_action kept of `id` (just-recorded.ts), when its provider is usable here: it is
+ * approved and never attempted, so the call goes straight to its claim, which the row's version
+ * guards. Any other answer (a refusal that names the state) is made on a read.
+ */
+async function justRecordedUsable(c: ToolCall, id: string): Promise<ClaimView | undefined> {
+  const view = takeJustRecorded(c.agent, id);
+  if (!view) return undefined;
+  return c.agent.provider(view.op.provider).then(
+    () => view,
+    () => undefined,
+  );
+}
+
 export async function execute(c: ToolCall, id: string): Promise<Answer> {
-  // The operation as a claim checks it (its chain's head, its links): the claim is made on this read.
-  const seen = await readForClaim(c.ctx.db, id);
+  // The operation as a claim checks it (its chain's head, its links): the claim is made on this read,
+  // or on propose_action's write of it when this server has just recorded it approved (just-recorded.ts).
+  const seen = (await justRecordedUsable(c, id)) ?? (await readForClaim(c.ctx.db, id));
   const found = seen && { op: seen.op, txnIds: seen.transactions.map((t) => t.provider_id), head: seen.head };
   if (!found)
     return refused(

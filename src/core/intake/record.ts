@@ -1,6 +1,6 @@
 import { RefusedError } from '../../errors.js';
 import type { Operation, State } from '../../types.js';
-import { chainEvent, GENESIS_HASH, insertEvents } from '../journal/chain.js';
+import { chainEvent, GENESIS_HASH, insertEvents, type ChainHead } from '../journal/chain.js';
 import { keepPlan, type Queryable } from '../../store/db.js';
 import { canonicalJson, payloadHash } from '../../lib/canonical.js';
 import type { CoreContext } from '../journal/context.js';
@@ -10,6 +10,16 @@ export interface RecordedOperation {
   id: string;
   state: State;
   created: boolean;
+}
+
+/**
+ * Of an operation a call created: the row's version (xmin) as inserted and its chain's head (its last
+ * event), which a claim made on the row as written checks (ClaimView). True once the caller's
+ * transaction has committed.
+ */
+export interface WrittenOperation {
+  version: string;
+  head: ChainHead;
 }
 
 const CHUNK = 1000;
@@ -23,7 +33,7 @@ const INSERT_OPERATIONS = keepPlan(`
                 $8::jsonb[], $9::text[], $10::bigint[], $11::text[], $12::text[])
       AS u(id, provider, action, payload, payload_hash, idempotency_key, client_reference, subject, approval, amount, currency, state)
   ON CONFLICT (id) DO NOTHING
-  RETURNING id`);
+  RETURNING id, xmin::text AS version`);
 
 /**
  * Records operations, all or nothing: one transaction for the whole batch, written in chunks.
@@ -46,7 +56,11 @@ export async function recordOperationsIn(
   tx: Queryable,
   ctx: Pick<CoreContext, 'actor' | 'now' | 'auditKey'>,
   inputs: OperationInput[],
-  opts: { noteCreated?: { kind: string; detail: Record<string, unknown> } } = {},
+  opts: {
+    noteCreated?: { kind: string; detail: Record<string, unknown> };
+    /** Filled with what was written of each operation this call creates (WrittenOperation), by id. */
+    written?: Map<string, WrittenOperation>;
+  } = {},
 ): Promise<RecordedOperation[]> {
   const now = ctx.now();
   const hashed = inputs.map((i) => {
@@ -116,11 +130,11 @@ export async function recordOperationsIn(
     let next = unique.length ? prepare(unique.slice(0, CHUNK)) : null;
     for (let i = 0; next; i += CHUNK) {
       const { chunk, params, events } = next;
-      const inserting = tx.query<{ id: string }>(INSERT_OPERATIONS, params);
+      const inserting = tx.query<{ id: string; version: string }>(INSERT_OPERATIONS, params);
       inserting.catch(() => undefined); // awaited just below; this only keeps a failure from being "unhandled" meanwhile
       next = i + CHUNK < unique.length ? prepare(unique.slice(i + CHUNK, i + 2 * CHUNK)) : null;
       const ins = await inserting;
-      const created = new Set(ins.rows.map((r) => r.id));
+      const created = new Map(ins.rows.map((r) => [r.id, r.version]));
       const existingIds = chunk.filter((o) => !created.has(o.id)).map((o) => o.id);
       if (existingIds.length) {
         const ex = await tx.query<RecordedFields & Pick<Operation, 'id' | 'state'>>(
@@ -132,11 +146,16 @@ export async function recordOperationsIn(
           results.set(row.id, { id: row.id, state: row.state, created: false });
         }
       }
-      await insertEvents(
-        tx,
-        events.filter((e) => created.has(e.operation_id)),
-      );
-      for (const o of chunk) if (created.has(o.id)) results.set(o.id, { id: o.id, state: o.state, created: true });
+      const inserted = events.filter((e) => created.has(e.operation_id));
+      await insertEvents(tx, inserted);
+      // Each operation's events are in order: its last one is its chain's head.
+      const heads = new Map(inserted.map((e) => [e.operation_id, { seq: e.seq, hash: e.hash, to_state: e.to_state }]));
+      for (const o of chunk) {
+        const version = created.get(o.id);
+        if (version === undefined) continue;
+        results.set(o.id, { id: o.id, state: o.state, created: true });
+        opts.written?.set(o.id, { version, head: heads.get(o.id)! });
+      }
     }
   }
   return inputs.map((i) => results.get(i.id)!);
