@@ -24,7 +24,7 @@ import type { ChainHead } from '../core/journal/chain.js';
 import { readForClaim, type ClaimView } from '../core/attempt/claims.js';
 import { submitOperation } from '../core/attempt/submit.js';
 import { validateOperation, type OperationInput } from '../core/intake/validate.js';
-import { RefusedError, UsageError } from '../errors.js';
+import { NotFoundError, RefusedError, UsageError } from '../errors.js';
 import { validatePayloads } from '../providers/validate.js';
 import type { Db } from '../store/db.js';
 import { STATES, UNRESOLVED_STATES, type Operation, type Provider, type State } from '../types.js';
@@ -295,6 +295,15 @@ async function providerOrRefusal(
   }
 }
 
+/** execute_action's answer for an operation that is not recorded: nothing was sent. */
+const nothingToExecute = (id: string) =>
+  refused(
+    notRecorded(
+      id,
+      `Refused: no operation ${id} is recorded, so nothing was sent. Record it first with propose_action.`,
+    ),
+  );
+
 /**
  * The view propose_action kept of `id` (just-recorded.ts), when its provider is usable here: it is
  * approved and never attempted, so the call goes straight to its claim, which the row's version
@@ -314,13 +323,7 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
   // or on propose_action's write of it when this server has just recorded it approved (just-recorded.ts).
   const seen = (await justRecordedUsable(c, id)) ?? (await readForClaim(c.ctx.db, id));
   const found = seen && { op: seen.op, txnIds: seen.transactions.map((t) => t.provider_id), head: seen.head };
-  if (!found)
-    return refused(
-      notRecorded(
-        id,
-        `Refused: no operation ${id} is recorded, so nothing was sent. Record it first with propose_action.`,
-      ),
-    );
+  if (!found) return nothingToExecute(id);
   const { op, txnIds } = found;
   if (op.state === 'proposed') {
     await auditCall(c.ctx, [id], { tool: 'execute_action', sent: false, refused: 'approval_required' });
@@ -365,6 +368,8 @@ export async function execute(c: ToolCall, id: string): Promise<Answer> {
         ),
       );
     }
+    // Gone since the view propose_action kept of it (a store restored, a row deleted): as if never recorded.
+    if (err instanceof NotFoundError) return nothingToExecute(id);
     // Another call claimed it first (two clients, one click each): theirs is the attempt.
     // (Or the payload no longer matches its hash: then it is needs_review, and the state says so.)
     if (!(err instanceof RefusedError)) throw err;

@@ -14,7 +14,7 @@
 import type { ClaimView } from '../core/attempt/claims.js';
 import type { Agent } from './context.js';
 
-const MAX_VIEWS = 1000;
+const MAX_VIEWS = 256;
 const VIEW_TTL_MS = 60_000;
 
 interface Kept {
@@ -28,10 +28,13 @@ const byAgent = new WeakMap<Agent, Map<string, Kept>>();
 export function keepJustRecorded(agent: Agent, view: ClaimView): void {
   let views = byAgent.get(agent);
   if (!views) byAgent.set(agent, (views = new Map<string, Kept>()));
+  const at = performance.now();
   views.delete(view.op.id);
-  views.set(view.op.id, { view, at: performance.now() });
-  for (const id of views.keys()) {
-    if (views.size <= MAX_VIEWS) break;
+  views.set(view.op.id, { view, at });
+  // Oldest first (the map's order): the expired, then any beyond the bound. A payload is at most
+  // 64 KiB, so what is kept is bounded (~16 MB at worst) and let go a minute after it was proposed.
+  for (const [id, kept] of views) {
+    if (views.size <= MAX_VIEWS && at - kept.at <= VIEW_TTL_MS) break;
     views.delete(id);
   }
 }

@@ -5,7 +5,7 @@
  * person escalated it, its payload changed behind recon's back, another server executed it) makes the
  * claim write nothing, and the call is decided on a read as before: asserted on the sandbox's ledger.
  */
-import { expect, it } from 'vitest';
+import { expect, it, vi } from 'vitest';
 import { execute, propose } from '../../src/agent/actions.js';
 import { toolCall, type Agent } from '../../src/agent/context.js';
 import { justRecordedCount, keepJustRecorded, takeJustRecorded } from '../../src/agent/just-recorded.js';
@@ -126,6 +126,39 @@ describeWorld('execute_action after propose_action claims on the proposal’s wr
     expect((await verifyChains(w.db)).ok).toBe(true);
   });
 
+  it('gone from the store since the proposal: the answer is "not recorded", nothing sent', async () => {
+    const w = await suite.stripeWorld(AUTO_APPROVE);
+    const agent = agentOf(w);
+    const id = 'refund:jr_6';
+    const { pi } = await proposeRefund(agent, w, id);
+    // A store restored from a backup taken before it (as the row's own deletion does here).
+    await w.db.query('ALTER TABLE recon.audit_events DISABLE TRIGGER USER');
+    await w.db.query('DELETE FROM recon.audit_events WHERE operation_id = $1', [id]);
+    await w.db.query('ALTER TABLE recon.audit_events ENABLE TRIGGER USER');
+    await w.db.query('DELETE FROM recon.operations WHERE id = $1', [id]);
+    const answer = await execute(toolCall(agent, 'jr-test'), id);
+    expect(answer.isError).toBe(true);
+    expect(answer.result).toMatchObject({ state: null, refused: { rule: 'not_found' } });
+    expect(w.sandbox.refunds({ payment_intent: pi })).toEqual([]);
+  });
+
+  it('a view whose chain is not the store’s (the same row version, another history) claims the long way', async () => {
+    const w = await suite.stripeWorld(AUTO_APPROVE);
+    const agent = agentOf(w);
+    const id = 'refund:jr_7';
+    const { pi } = await proposeRefund(agent, w, id);
+    // The row version matches; the head does not (a failover to a replica behind can give a row the
+    // version another history gave it): the fast claim would chain its events after a head the store
+    // never had.
+    const view = takeJustRecorded(agent, id)!;
+    keepJustRecorded(agent, { ...view, head: { ...view.head, hash: 'f'.repeat(64) } });
+    expect((await execute(toolCall(agent, 'jr-test'), id)).result).toMatchObject({ state: 'confirmed', sent: true });
+    expect(w.sandbox.refunds({ payment_intent: pi })).toHaveLength(1);
+    const events = await eventsOf(w.db, id);
+    for (let i = 1; i < events.length; i++) expect(events[i].prev_hash).toBe(events[i - 1].hash);
+    expect((await verifyChains(w.db)).ok).toBe(true);
+  });
+
   it('keeps no view of a proposal that waits for a person', async () => {
     const w = await suite.stripeWorld(AUTO_APPROVE);
     const agent = agentOf(w);
@@ -135,14 +168,23 @@ describeWorld('execute_action after propose_action claims on the proposal’s wr
   });
 });
 
-it('keeps at most 1,000 views, the newest, each taken once', () => {
+it('keeps at most 256 views, the newest, each taken once, none past a minute', () => {
   const agent = { log: () => {} } as unknown as Agent;
   const view = (i: number) =>
     ({ op: { id: `op_${i}` }, recorded: null, head: { seq: 2, hash: 'h' }, transactions: [], version: '1' }) as never;
-  for (let i = 0; i < 1005; i++) keepJustRecorded(agent, view(i));
-  expect(justRecordedCount(agent)).toBe(1000);
-  expect(takeJustRecorded(agent, 'op_4')).toBeUndefined();
-  expect(takeJustRecorded(agent, 'op_5')).toMatchObject({ op: { id: 'op_5' } });
-  expect(takeJustRecorded(agent, 'op_5')).toBeUndefined();
-  expect(justRecordedCount(agent)).toBe(999);
+  for (let i = 0; i < 300; i++) keepJustRecorded(agent, view(i));
+  expect(justRecordedCount(agent)).toBe(256);
+  expect(takeJustRecorded(agent, 'op_43')).toBeUndefined();
+  expect(takeJustRecorded(agent, 'op_44')).toMatchObject({ op: { id: 'op_44' } });
+  expect(takeJustRecorded(agent, 'op_44')).toBeUndefined();
+  expect(justRecordedCount(agent)).toBe(255);
+  // A minute later, the next proposal lets go of every view older than that.
+  const now = performance.now();
+  const later = vi.spyOn(performance, 'now').mockReturnValue(now + 61_000);
+  try {
+    keepJustRecorded(agent, view(1000));
+    expect(justRecordedCount(agent)).toBe(1);
+  } finally {
+    later.mockRestore();
+  }
 });

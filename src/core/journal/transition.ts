@@ -109,7 +109,10 @@ export interface Move {
     /**
      * The version of the row (its xmin) the claim's read saw (readForClaim): the move is written only on
      * that very row, so what is sent is what that read checked (a payload changed since, even behind
-     * recon's back, fails the move). Omitted under the row lock (the long way checks what it locked).
+     * recon's back, fails the move), and only after the head the read saw (the event before the move's
+     * has the hash the move's event is chained to: a row version is only unique within one database
+     * history, which a failover to a replica behind it can rewind). Omitted under the row lock (the
+     * long way checks what it locked).
      */
     rowVersion?: string;
   };
@@ -300,7 +303,8 @@ export async function transitionMany(
     }
     try {
       assertMove(w?.locked, m, o.now);
-      if (m.attempt?.rowVersion !== undefined && w?.locked.version !== m.attempt.rowVersion)
+      // Its row or its audit chain is not the one read (another version, another head).
+      if (m.attempt?.rowVersion !== undefined)
         throw new RefusedError(
           `operation ${m.id} was changed in the store since it was read; not claimed`,
           'state_machine',
@@ -367,7 +371,11 @@ ok AS (
        s.attempts
          ? `
      AND NOT EXISTS (SELECT 1 FROM unnest(${attempt(0)}::text[], ${attempt(4)}::text[]) AS v(id, version)
-                      WHERE v.id = u.id AND v.version IS DISTINCT FROM l.version AND v.version IS NOT NULL)`
+                      WHERE v.id = u.id AND v.version IS NOT NULL
+                        AND (v.version IS DISTINCT FROM l.version
+                             -- A scalar subquery (one lookup by the key), not a join the planner may scan for.
+                             OR (SELECT e.hash FROM recon.audit_events e
+                                  WHERE e.operation_id = u.id AND e.seq = u.seq - 1) IS DISTINCT FROM u.prev_hash))`
          : ''
      }
 ),${
