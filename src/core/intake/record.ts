@@ -148,14 +148,14 @@ export async function recordOperationsIn(
       }
       const inserted = events.filter((e) => created.has(e.operation_id));
       await insertEvents(tx, inserted);
+      for (const o of chunk) if (created.has(o.id)) results.set(o.id, { id: o.id, state: o.state, created: true });
       // Each operation's events are in order: its last one is its chain's head.
-      const heads = new Map(inserted.map((e) => [e.operation_id, { seq: e.seq, hash: e.hash, to_state: e.to_state }]));
-      for (const o of chunk) {
-        const version = created.get(o.id);
-        if (version === undefined) continue;
-        results.set(o.id, { id: o.id, state: o.state, created: true });
-        opts.written?.set(o.id, { version, head: heads.get(o.id)! });
-      }
+      if (opts.written)
+        for (const e of inserted)
+          opts.written.set(e.operation_id, {
+            version: created.get(e.operation_id)!,
+            head: { seq: e.seq, hash: e.hash, to_state: e.to_state },
+          });
     }
   }
   return inputs.map((i) => results.get(i.id)!);

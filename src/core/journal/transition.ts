@@ -128,8 +128,8 @@ export interface Move {
 /** A move written (its event, the note chained after it if it had one, the row when asked) or refused. */
 export type Moved = { ok: true; event: AuditEvent; noted?: AuditEvent; op?: Operation } | { ok: false; error: Error };
 
-/** What a move's checks read under the row lock; `version` (the row's xmin) in the statements of claims only. */
-type Locked = Pick<Operation, 'id' | 'state' | 'lease_owner' | 'lease_expires_at'> & { version?: string };
+/** What a move's checks read under the row lock. */
+type Locked = Pick<Operation, 'id' | 'state' | 'lease_owner' | 'lease_expires_at'>;
 
 /**
  * Whether a move failed because the operation moved on since what its caller read: another writer's
@@ -470,7 +470,7 @@ appended AS (
     }`)}
 )
 SELECT l.id AS locked_id, l.state AS locked_state, l.lease_owner AS locked_lease_owner,
-       l.lease_expires_at AS locked_lease_expires_at,${s.attempts ? ' l.version AS locked_version,' : ''} up.id IS NOT NULL AS written,${
+       l.lease_expires_at AS locked_lease_expires_at, up.id IS NOT NULL AS written,${
          s.links
            ? `
        -- Aborts the statement (division by zero) unless every link was made.
@@ -513,8 +513,6 @@ type WrittenRow = OperationRow & {
   locked_state: State;
   locked_lease_owner: string | null;
   locked_lease_expires_at: Date | string | null;
-  /** In the statements of claims only (Move.attempt). */
-  locked_version?: string;
   written: boolean;
 };
 
@@ -613,7 +611,6 @@ async function writeMoves(
         state: row.locked_state,
         lease_owner: row.locked_lease_owner,
         lease_expires_at: row.locked_lease_expires_at === null ? null : new Date(row.locked_lease_expires_at),
-        ...(row.locked_version === undefined ? {} : { version: row.locked_version }),
       },
       row: row.written ? row : null,
     });
