@@ -23,14 +23,29 @@ export const UNIQUE_VIOLATION = '23505';
 export const DIVISION_BY_ZERO = '22012';
 
 /** A named (prepared) statement the session does not have: another session's, behind a pooler. */
-export const INVALID_SQL_STATEMENT_NAME = '26000';
+const INVALID_SQL_STATEMENT_NAME = '26000';
 /** A named statement the session already has (prepared by another client, behind a pooler). */
-export const DUPLICATE_PREPARED_STATEMENT = '42P05';
+const DUPLICATE_PREPARED_STATEMENT = '42P05';
 /** Among others, "cached plan must not change result type": a prepared statement's table changed shape. */
-export const FEATURE_NOT_SUPPORTED = '0A000';
+const FEATURE_NOT_SUPPORTED = '0A000';
 
 /** The SQLSTATE of a database error, or undefined for anything else. */
 export function pgCode(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/**
+ * Whether `err` is a session refusing a named statement before it ran: the name missing or already
+ * there, or "cached plan must not change result type" (its table changed shape since it was
+ * prepared), known by the server function that raises it (the message is in the server's language).
+ */
+export function refusesNamedStatement(err: unknown): boolean {
+  const code = pgCode(err);
+  return (
+    code === INVALID_SQL_STATEMENT_NAME ||
+    code === DUPLICATE_PREPARED_STATEMENT ||
+    (code === FEATURE_NOT_SUPPORTED &&
+      ((err as { routine?: string }).routine === 'RevalidateCachedQuery' || /cached plan/i.test(String(err))))
+  );
 }

@@ -6,10 +6,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
-import type { Db, Queryable, QueryResult } from './db.js';
+import { createHash } from 'node:crypto';
+import { planKept, type Db, type Queryable, type QueryResult } from './db.js';
 import { ReconError, StoreLockedError, UsageError } from '../errors.js';
 import { acquireLock, type StoreLock } from './lock.js';
-import { DISK_FULL, pgCode } from './pgcodes.js';
+import { DISK_FULL, pgCode, refusesNamedStatement } from './pgcodes.js';
 import { userName } from '../config/trust.js';
 import { readTar, type TarEntry } from '../lib/tar.js';
 import { setBaselineWasm } from './wasm-tier.js';
@@ -307,16 +308,21 @@ function wrap(pg: PGlite, displayUrl: string, lock?: StoreLock, absDir?: string)
     const problem = err instanceof ReconError ? null : fsProblem(err);
     return problem ? fsError(problem, err, displayUrl, absDir, 'the change was not made') : err;
   };
+  const named = namedStatements(pg);
   return {
     kind: 'pglite',
     displayUrl,
     query: <T>(sql: string, params?: unknown[]) =>
-      run<T>(pg, sql, params).catch((err: unknown) => {
+      (named.runs(sql, params) ? named.query<T>(sql, params!, null) : run<T>(pg, sql, params)).catch((err: unknown) => {
         throw storeError(err);
       }),
     transaction: <T>(fn: (tx: Queryable) => Promise<T>) =>
       pg
-        .transaction((tx) => fn({ query: (sql, params) => run(tx, sql, params) }))
+        .transaction((tx) =>
+          fn({
+            query: (sql, params) => (named.runs(sql, params) ? named.query(sql, params!, tx) : run(tx, sql, params)),
+          }),
+        )
         .catch((err: unknown) => {
           throw storeError(pgliteError(err, displayUrl));
         }),
@@ -393,6 +399,93 @@ function runtimeFiles() {
     }
   })();
   return runtime;
+}
+
+/** Named statements kept by a store's session: beyond these, keepPlan's statements are sent unnamed. */
+const MAX_NAMED = 256;
+
+/**
+ * keepPlan's statements (src/store/db.ts) as named statements of the store's one PostgreSQL session,
+ * as the PostgreSQL pool sends them (postgres.ts, namedStatements): parsed once, and after five
+ * executions planned once. PGlite's own `query` sends every statement unnamed, so PostgreSQL parsed,
+ * analysed and planned the move statement (transition.ts) at each of its executions: ~5 ms of its
+ * ~10 ms in `recon mcp` on an embedded store, and execute_action sends it twice. The messages are
+ * PGlite's own (its protocol module), sent as its `query` sends them (Parse and Describe once, then
+ * Bind, Describe, Execute and Sync), under the same locks: a statement outside a transaction waits
+ * for any transaction to end, as `query` does; one inside takes the query lock only, as `tx.query`.
+ * The rows are parsed by PGlite's parser with the store's type parsers. Should the session refuse a
+ * name (missing, already there, or its table changed shape since it was prepared), statements are
+ * sent unnamed from then on; outside a transaction, the refused one is sent again unnamed.
+ */
+function namedStatements(pg: PGlite) {
+  const names = new Map<string, { name: string; types: number[] }>();
+  let off = false;
+  const send = async <T>(sql: string, params: unknown[]): Promise<Results<T>> => {
+    const { protocol, parse } = await pgliteModule();
+    const { serialize } = protocol;
+    const exec = (message: Uint8Array) => pg.execProtocolStream(message, { syncToFs: false });
+    const messages: Awaited<ReturnType<typeof exec>> = [];
+    try {
+      let statement = names.get(sql);
+      if (!statement) {
+        const name = `recon_${createHash('sha256').update(sql).digest('hex').slice(0, 32)}`;
+        await exec(serialize.parse({ name, text: sql }));
+        const types = parse.parseDescribeStatementResults(await exec(serialize.describe({ type: 'S', name })));
+        statement = { name, types };
+        names.set(sql, statement);
+      }
+      const { types } = statement;
+      // As PGlite's query serialises a value: by the parameter's type, else as text.
+      const values = params.map((v, i) => {
+        if (v === null || v === undefined) return null;
+        const serializer = pg.serializers[types[i]];
+        return serializer ? serializer(v) : (v as { toString(): string }).toString();
+      });
+      messages.push(...(await exec(serialize.bind({ statement: statement.name, values }))));
+      messages.push(...(await exec(serialize.describe({ type: 'P' }))));
+      messages.push(...(await exec(serialize.execute({}))));
+    } catch (err) {
+      // As PGlite's query reports it: the statement and its parameters on the error.
+      if (err instanceof Error) Object.assign(err, { query: sql, params });
+      throw err;
+    } finally {
+      messages.push(...(await exec(serialize.sync())));
+    }
+    return parse.parseResults(messages, pg.parsers)[0] as Results<T>;
+  };
+  return {
+    /** Whether `sql` goes named: a keepPlan statement with parameters, while no name has been refused. */
+    runs(sql: string, params?: unknown[]): boolean {
+      return (
+        !off && params !== undefined && params.length > 0 && planKept(sql) && (names.has(sql) || names.size < MAX_NAMED)
+      );
+    },
+    /** Runs `sql` named: in `tx` when given, else on its own (after any transaction in progress). */
+    async query<T>(sql: string, params: unknown[], tx: Transaction | null): Promise<QueryResult<T>> {
+      try {
+        if (tx) return normalise<T>(await pg.runExclusive(() => send<T>(sql, params)));
+        const res = await pg._runExclusiveTransaction(() =>
+          pg.runExclusive(async () => {
+            const r = await send<T>(sql, params);
+            await pg.syncToFs();
+            return r;
+          }),
+        );
+        return normalise<T>(res);
+      } catch (err) {
+        if (!refusesNamedStatement(err)) throw err;
+        off = true;
+        if (tx) throw err;
+        return run<T>(pg, sql, params);
+      }
+    },
+  };
+}
+
+let pgliteModuleLoad: Promise<typeof import('@electric-sql/pglite')> | undefined;
+/** PGlite's module (loaded already by the store that asks). */
+function pgliteModule(): Promise<typeof import('@electric-sql/pglite')> {
+  return (pgliteModuleLoad ??= import('@electric-sql/pglite'));
 }
 
 async function run<T>(target: PGlite | Transaction, sql: string, params?: unknown[]): Promise<QueryResult<T>> {

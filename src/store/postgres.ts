@@ -310,14 +310,7 @@ function namedStatements(sharesSessions: () => Promise<boolean>, enabled: boolea
     /** True (and unnamed from now on) when `err` is a session refusing the named statement of `config`. */
     refused(config: QueryConfig, err: unknown): boolean {
       if (!config.name) return false;
-      const code = codes.pgCode(err);
-      const refusal =
-        code === codes.INVALID_SQL_STATEMENT_NAME ||
-        code === codes.DUPLICATE_PREPARED_STATEMENT ||
-        // "cached plan must not change result type", by the server function that raises it (the
-        // message is in the server's language).
-        (code === codes.FEATURE_NOT_SUPPORTED &&
-          ((err as { routine?: string }).routine === 'RevalidateCachedQuery' || /cached plan/i.test(String(err))));
+      const refusal = codes.refusesNamedStatement(err);
       if (refusal) state = 'off';
       return refusal;
     },

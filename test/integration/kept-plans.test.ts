@@ -41,141 +41,141 @@ function literal(v: unknown): string {
   return `'${value.replaceAll("'", "''")}'`;
 }
 
-describeWorld(
-  'kept plans',
-  () => {
-    it.each([
-      ['never analysed', false],
-      ['analysed while empty', true],
-    ])(
-      'each kept statement of propose, execute and check, planned on a new store (%s), reads no table whole once the store has grown',
-      async (_, analysed) => {
+describeWorld('kept plans', ({ backend: storeBackend }) => {
+  it.each([
+    ['never analysed', false],
+    ['analysed while empty', true],
+  ])(
+    'each kept statement of propose, execute and check, planned on a new store (%s), reads no table whole once the store has grown',
+    async (_, analysed) => {
+      // Statements by hand on the store's session: on PostgreSQL a connection of its own to the
+      // store's database; on PGlite the store's one session (recon's own statements included: PGlite
+      // keeps them named as the pool does, src/store/pglite.ts, and its session lives as long as
+      // `recon mcp` runs, with no autovacuum to analyse a table and so make a kept plan again).
+      let admin: (sql: string) => Promise<Record<string, unknown>[]>;
+      let openCaptured: () => Promise<Db>;
+      if (storeBackend.name === 'postgres') {
         const base = inject('pgUrl') || process.env.RECON_TEST_PG_URL || '';
         const url = await createDatabase(base, undefined, inject('pgTemplate') || undefined);
-        if (analysed) {
-          // An ANALYZE of the empty tables (by hand after a migration): PostgreSQL then believes them
-          // empty, where a table never analysed is assumed to span ten pages.
-          const admin = new pg.Client({ connectionString: url });
-          await admin.connect();
-          for (const t of TABLES) await admin.query(`ANALYZE recon.${t}`);
-          await admin.end();
-        }
-        const sent: { sql: string; params: unknown[] }[] = [];
-        const capture = (db: Db): Db => ({
-          ...db,
-          query: (sql, params) => (sent.push({ sql, params: params ?? [] }), db.query(sql, params)),
-          transaction: (fn) =>
-            db.transaction((tx) =>
-              fn({ query: (sql, params) => (sent.push({ sql, params: params ?? [] }), tx.query(sql, params)) }),
-            ),
-        });
-        const backend: Backend = {
-          name: 'postgres',
-          url: async () => url,
-          emptyUrl: async () => url,
-          migratedUrl: async () => url,
-          open: async () => capture(await openStore(url)),
-        };
-        const w: StripeWorld = await startStripeWorld(backend);
-        closing.push(w);
-        // The calls, on the new store: a proposal's guard, check_action's read, execute_action's read,
-        // claim and end (a late answer's link too: a second submit after an answer lost).
-        const [pi] = await w.recordRefunds([
-          { id: 'refund:kp_1', amount: 100 },
-          { id: 'refund:kp_2', amount: 200 },
-        ]);
-        await holderOf(
-          w.db,
-          {
-            id: 'refund:kp_9',
-            provider: 'stripe',
-            action: 'refund',
-            payload: { payment_intent: pi },
-            client_reference: null,
-          },
-          'stripe',
-        );
-        await currentOperation(w.db, 'refund:kp_1');
-        await readForClaim(w.db, 'refund:kp_1');
-        await submitOperation(w.ctx, w.stripe, 'refund:kp_1');
-        w.sandbox.faults.inject({ kind: 'commit_then_drop' }, { times: 1 });
-        await submitOperation(w.ctx, w.stripe, 'refund:kp_2');
-        expect(w.sandbox.refunds({ metadataOperationId: 'refund:kp_1' })).toHaveLength(1);
-        // webhook serve's group: an event of a linked refund, its redelivery, and a refund no operation names.
-        const delivery = (type: string, refundId: string): Delivery => {
-          const { body, signature } = signedEvent(w.sandbox, type, refundId);
-          return { provider: w.stripe, event: w.stripe.parseWebhook!(body, signature) };
-        };
-        const [linked] = w.sandbox.refunds({ metadataOperationId: 'refund:kp_1' });
-        const stranger = w.sandbox.seedRefund({ payment_intent: pi, amount: 100 });
-        const d = delivery('refund.updated', linked.id);
-        const again: Delivery = { ...d, event: { ...d.event } };
-        const group = await ingestEvents(w.ctx, [d, again, delivery('refund.created', stranger.id)]);
-        expect(group.map((r) => r.ok && r.value.effect)).toEqual(['noted', 'duplicate', 'unmatched']);
-
-        const kept = new Map<string, unknown[]>();
-        for (const s of sent) if (planKept(s.sql) && s.params.length && !kept.has(s.sql)) kept.set(s.sql, s.params);
-        expect(kept.size).toBeGreaterThan(5);
-
         const client = new pg.Client({ connectionString: url });
         await client.connect();
         closing.push({ close: () => client.end() });
-        for (const t of TABLES) await client.query(`ALTER TABLE recon.${t} SET (autovacuum_enabled = false)`);
-        await client.query('SET plan_cache_mode = force_generic_plan');
-        const statements = [...kept.entries()];
-        const failed: string[] = [];
-        // Planned now, on the new store: each prepared and executed once (in a transaction rolled back).
-        for (const [i, [sql, params]] of statements.entries()) {
-          await client.query(`PREPARE kept_${i} AS ${sql}`);
-          await client.query('BEGIN');
-          // A statement may fail as it runs (its event's seq taken by the first run): planned all the same.
-          await client
-            .query(`EXECUTE kept_${i}(${params.map(literal).join(', ')})`)
-            .catch((e: { code?: string }) => failed.push(e.code ?? 'no code'));
-          await client.query('ROLLBACK');
-        }
-        // Only what fails as it runs (a key taken), never as it is bound: each has its plan.
-        expect(failed.filter((code) => code !== '23505')).toEqual([]);
-        // The store grows: 20,000 operations, each with an event, an attempt, a link and an observation.
-        await client.query(`
+        admin = async (sql) => (await client.query<Record<string, unknown>>(sql)).rows;
+        openCaptured = async () => capture(await openStore(url));
+      } else {
+        const raw = await storeBackend.open();
+        closing.push(raw);
+        admin = async (sql) => (await raw.query<Record<string, unknown>>(sql)).rows;
+        openCaptured = async () => capture(raw);
+      }
+      if (analysed) {
+        // An ANALYZE of the empty tables (by hand after a migration): PostgreSQL then believes them
+        // empty, where a table never analysed is assumed to span ten pages.
+        for (const t of TABLES) await admin(`ANALYZE recon.${t}`);
+      }
+      const sent: { sql: string; params: unknown[] }[] = [];
+      const capture = (db: Db): Db => ({
+        ...db,
+        query: (sql, params) => (sent.push({ sql, params: params ?? [] }), db.query(sql, params)),
+        transaction: (fn) =>
+          db.transaction((tx) =>
+            fn({ query: (sql, params) => (sent.push({ sql, params: params ?? [] }), tx.query(sql, params)) }),
+          ),
+      });
+      const backend: Backend = { ...storeBackend, open: () => openCaptured() };
+      const w: StripeWorld = await startStripeWorld(backend);
+      closing.push(w);
+      // The calls, on the new store: a proposal's guard, check_action's read, execute_action's read,
+      // claim and end (a late answer's link too: a second submit after an answer lost).
+      const [pi] = await w.recordRefunds([
+        { id: 'refund:kp_1', amount: 100 },
+        { id: 'refund:kp_2', amount: 200 },
+      ]);
+      await holderOf(
+        w.db,
+        {
+          id: 'refund:kp_9',
+          provider: 'stripe',
+          action: 'refund',
+          payload: { payment_intent: pi },
+          client_reference: null,
+        },
+        'stripe',
+      );
+      await currentOperation(w.db, 'refund:kp_1');
+      await readForClaim(w.db, 'refund:kp_1');
+      await submitOperation(w.ctx, w.stripe, 'refund:kp_1');
+      w.sandbox.faults.inject({ kind: 'commit_then_drop' }, { times: 1 });
+      await submitOperation(w.ctx, w.stripe, 'refund:kp_2');
+      expect(w.sandbox.refunds({ metadataOperationId: 'refund:kp_1' })).toHaveLength(1);
+      // webhook serve's group: an event of a linked refund, its redelivery, and a refund no operation names.
+      const delivery = (type: string, refundId: string): Delivery => {
+        const { body, signature } = signedEvent(w.sandbox, type, refundId);
+        return { provider: w.stripe, event: w.stripe.parseWebhook!(body, signature) };
+      };
+      const [linked] = w.sandbox.refunds({ metadataOperationId: 'refund:kp_1' });
+      const stranger = w.sandbox.seedRefund({ payment_intent: pi, amount: 100 });
+      const d = delivery('refund.updated', linked.id);
+      const again: Delivery = { ...d, event: { ...d.event } };
+      const group = await ingestEvents(w.ctx, [d, again, delivery('refund.created', stranger.id)]);
+      expect(group.map((r) => r.ok && r.value.effect)).toEqual(['noted', 'duplicate', 'unmatched']);
+
+      const kept = new Map<string, unknown[]>();
+      for (const s of sent) if (planKept(s.sql) && s.params.length && !kept.has(s.sql)) kept.set(s.sql, s.params);
+      expect(kept.size).toBeGreaterThan(5);
+
+      for (const t of TABLES) await admin(`ALTER TABLE recon.${t} SET (autovacuum_enabled = false)`);
+      await admin('SET plan_cache_mode = force_generic_plan');
+      const statements = [...kept.entries()];
+      const failed: string[] = [];
+      // Planned now, on the new store: each prepared and executed once (in a transaction rolled back).
+      for (const [i, [sql, params]] of statements.entries()) {
+        await admin(`PREPARE kept_${i} AS ${sql}`);
+        await admin('BEGIN');
+        // A statement may fail as it runs (its event's seq taken by the first run): planned all the same.
+        await admin(`EXECUTE kept_${i}(${params.map(literal).join(', ')})`).catch((e: { code?: string }) =>
+          failed.push(e.code ?? 'no code'),
+        );
+        await admin('ROLLBACK');
+      }
+      // Only what fails as it runs (a key taken), never as it is bound: each has its plan.
+      expect(failed.filter((code) => code !== '23505')).toEqual([]);
+      // The store grows: 20,000 operations, each with an event, an attempt, a link and an observation.
+      await admin(`
         INSERT INTO recon.operations (id, provider, action, payload, payload_hash, idempotency_key, state, created_at, updated_at)
         SELECT 'refund:grown_' || g, 'stripe', 'refund', jsonb_build_object('payment_intent', 'pi_grown_' || g, 'amount', 100),
                'h' || g, 'k' || g, 'confirmed', now(), now() FROM generate_series(1, 20000) g`);
-        await client.query(`
+      await admin(`
         INSERT INTO recon.audit_events (operation_id, seq, at, actor, kind, from_state, to_state, detail, prev_hash, hash)
         SELECT 'refund:grown_' || g, 1, now(), 'test', 'recorded', NULL, 'confirmed', '{}'::jsonb, 'p', 'h' || g
           FROM generate_series(1, 20000) g`);
-        await client.query(`
+      await admin(`
         INSERT INTO recon.attempts (operation_id, number, idempotency_key, request_hash, started_at)
         SELECT 'refund:grown_' || g, 1, 'k' || g, 'r', now() FROM generate_series(1, 20000) g`);
-        await client.query(`
+      await admin(`
         INSERT INTO recon.provider_transactions (provider, provider_id, operation_id, status, state, linked_via, linked_at, linked_by)
         SELECT 'stripe', 're_grown_' || g, 'refund:grown_' || g, 'succeeded', 'confirmed', 'lookup', now(), 'test'
           FROM generate_series(1, 20000) g`);
-        await client.query(`
+      await admin(`
         INSERT INTO recon.webhook_events (provider, event_id, type, received_at, operation_id, provider_id, applied, last_seen_at, payload)
         SELECT 'stripe', 'evt_grown_' || g, 'refund.updated', now(), 'refund:grown_' || g, 're_grown_' || g, true, now(), '{}'::jsonb
           FROM generate_series(1, 20000) g`);
-        if (analysed) {
-          // Tables analysed while empty are believed empty: even a lookup by primary key is planned as a
-          // scan then (it costs nothing), and a generic plan keeps it. PostgreSQL makes a kept plan again
-          // when the statistics change: autovacuum analyses a table after 50 changes (and the pool
-          // closes a connection, with its plans, after five minutes at most). What those plans are then:
-          for (const t of TABLES) await client.query(`ANALYZE recon.${t}`);
-        }
-        const scans: string[] = [];
-        for (const [i, [sql, params]] of statements.entries()) {
-          const r = await client.query<Record<string, string>>(
-            `EXPLAIN EXECUTE kept_${i}(${params.map(literal).join(', ')})`,
-          );
-          const plan = r.rows.map((row) => Object.values(row)[0]).join('\n');
-          expect(plan).not.toMatch(/custom/i);
-          for (const m of plan.matchAll(/Seq Scan on (\w+)/g))
-            if (TABLES.includes(m[1])) scans.push(`${m[1]} in: ${sql.trim().replace(/\s+/g, ' ').slice(0, 100)}`);
-        }
-        expect(scans).toEqual([]);
-      },
-    );
-  },
-  { only: 'postgres' },
-);
+      if (analysed) {
+        // Tables analysed while empty are believed empty: even a lookup by primary key is planned as a
+        // scan then (it costs nothing), and a generic plan keeps it. PostgreSQL makes a kept plan again
+        // when the statistics change: autovacuum analyses a table after 50 changes (and the pool
+        // closes a connection, with its plans, after five minutes at most). What those plans are then:
+        for (const t of TABLES) await admin(`ANALYZE recon.${t}`);
+      }
+      const scans: string[] = [];
+      for (const [i, [sql, params]] of statements.entries()) {
+        const rows = await admin(`EXPLAIN EXECUTE kept_${i}(${params.map(literal).join(', ')})`);
+        const plan = rows.map((row) => String(Object.values(row)[0])).join('\n');
+        expect(plan).not.toMatch(/custom/i);
+        for (const m of plan.matchAll(/Seq Scan on (\w+)/g))
+          if (TABLES.includes(m[1])) scans.push(`${m[1]} in: ${sql.trim().replace(/\s+/g, ' ').slice(0, 100)}`);
+      }
+      expect(scans).toEqual([]);
+    },
+  );
+});

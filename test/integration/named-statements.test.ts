@@ -14,6 +14,7 @@ import { validateOperation } from '../../src/core/intake/validate.js';
 import { lockOperation, operationColumns } from '../../src/core/journal/operations.js';
 import { keepPlan, type Db } from '../../src/store/db.js';
 import { openPostgres } from '../../src/store/postgres.js';
+import { openStore } from '../../src/store/open.js';
 import { createDatabase } from '../support/postgres.js';
 
 const base = inject('pgUrl') || process.env.RECON_TEST_PG_URL || '';
@@ -171,5 +172,100 @@ describe.skipIf(!base)('named statements on PostgreSQL', () => {
       await other.close();
     }
     expect((await db.query(sql, [1])).rows).toEqual([{ a: 1, b: 7 }]);
+  });
+});
+
+/**
+ * PGlite's own `query` sends every statement unnamed: PostgreSQL parsed, analysed and planned the move
+ * statement at each of its executions (~5 ms of its ~10 ms in `recon mcp` on an embedded store).
+ * src/store/pglite.ts sends keepPlan's statements named through PGlite's protocol module: the answers
+ * must be what PGlite's `query` gives, errors included, in and out of transactions.
+ */
+describe('named statements on PGlite', () => {
+  const opened: Db[] = [];
+  const open = async () => {
+    const db = await openStore('memory:');
+    opened.push(db);
+    await db.query('CREATE TABLE named_t (a int PRIMARY KEY, j jsonb, at timestamptz, n numeric, big bigint)');
+    return db;
+  };
+  afterAll(async () => {
+    for (const db of opened) await db.close();
+  });
+  const prepared = async (db: Db) =>
+    (await db.query<{ statement: string }>('SELECT statement FROM pg_prepared_statements')).rows.map(
+      (r) => r.statement,
+    );
+  /** The same statement, unnamed: its text is not keepPlan's (a comment makes it another text). */
+  const unkept = (sql: string) => `${sql} -- unnamed`;
+
+  it('a keepPlan statement is prepared in the session, and answers as the same statement unnamed', async () => {
+    const db = await open();
+    const insert = keepPlan(
+      'INSERT INTO named_t (a, j, at, n, big) VALUES ($1::int, $2::jsonb, $3::timestamptz, $4::numeric, $5::bigint) RETURNING *',
+    );
+    const at = new Date('2026-12-08T01:02:03.456Z');
+    const r = await db.query<Record<string, unknown>>(insert, [1, { k: ['v', 1, null] }, at, 12.5, 2 ** 40]);
+    expect(await prepared(db)).toContain(insert);
+    const u = await db.query<Record<string, unknown>>(unkept(insert), [2, { k: ['v', 1, null] }, at, 12.5, 2 ** 40]);
+    expect(r).toEqual({ ...u, rows: [{ ...u.rows[0], a: 1 }] });
+    expect(r.rows[0]).toEqual({ a: 1, j: { k: ['v', 1, null] }, at, n: 12.5, big: 2 ** 40 });
+    // Arrays, NULLs and a statement that returns no rows.
+    const select = keepPlan(
+      'SELECT a, j, at FROM named_t WHERE a = ANY($1::int[]) AND ($2::text IS NULL OR j->>$2::text IS NOT NULL) ORDER BY a',
+    );
+    for (const params of [
+      [[1, 2], null],
+      [[2], 'k'],
+      [[], null],
+      [[3], 'x'],
+    ]) {
+      expect(await db.query(select, params)).toEqual(await db.query(unkept(select), params));
+    }
+    expect(await prepared(db)).toContain(select);
+    const update = keepPlan('UPDATE named_t SET n = n + $2::numeric WHERE a = $1::int');
+    expect(await db.query(update, [1, 1])).toEqual({ rows: [], rowCount: 1 });
+    expect(await db.query(update, [9, 1])).toEqual({ rows: [], rowCount: 0 });
+  });
+
+  it('an error keeps its code, the statement runs again after it, and a transaction it fails leaves nothing', async () => {
+    const db = await open();
+    const insert = keepPlan('INSERT INTO named_t (a) VALUES ($1::int)');
+    await db.query(insert, [1]);
+    await expect(db.query(insert, [1])).rejects.toMatchObject({ code: '23505' });
+    await db.query(insert, [2]);
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.query(insert, [3]);
+        await tx.query(insert, [3]);
+      }),
+    ).rejects.toMatchObject({ code: '23505' });
+    const count = keepPlan('SELECT count(*)::int AS n FROM named_t WHERE a >= $1::int');
+    expect((await db.query<{ n: number }>(count, [1])).rows[0].n).toBe(2);
+    await db.transaction(async (tx) => {
+      await tx.query(insert, [3]);
+      expect((await tx.query<{ n: number }>(count, [1])).rows[0].n).toBe(3);
+    });
+    expect((await db.query<{ n: number }>(count, [1])).rows[0].n).toBe(3);
+    // Statements of several callers at once: each answer is its own.
+    const one = keepPlan('SELECT $1::int AS v, pg_sleep(0) IS NULL AS slept');
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        i % 2 ? db.query<{ v: number }>(one, [i]) : db.transaction((tx) => tx.query<{ v: number }>(one, [i])),
+      ),
+    );
+    expect(answers.map((a) => a.rows[0].v)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+  });
+
+  it('a session that lost the statement still answers: sent again unnamed, and unnamed from then on', async () => {
+    const db = await open();
+    const sql = keepPlan('SELECT $1::int + 1 AS v');
+    expect((await db.query<{ v: number }>(sql, [1])).rows[0].v).toBe(2);
+    expect(await prepared(db)).toContain(sql);
+    await db.query('DEALLOCATE ALL');
+    expect((await db.query<{ v: number }>(sql, [4])).rows[0].v).toBe(5);
+    const after = keepPlan('SELECT $1::int + 2 AS v');
+    expect((await db.query<{ v: number }>(after, [1])).rows[0].v).toBe(3);
+    expect(await prepared(db)).toEqual([]);
   });
 });
