@@ -44,8 +44,8 @@ import {
 
 const TOKEN = 'bench-mcp-token-0123456789abcdef0123';
 const CLIENTS = 20;
-const LATENCY_MS = 20;
-const AMOUNT = 1000;
+export const LATENCY_MS = 20;
+export const AMOUNT = 1000;
 const CORES = 2;
 /**
  * The paced rows: each of the 20 clients makes its next call PACE_MS after its previous one was due
@@ -56,7 +56,7 @@ const CORES = 2;
  */
 const PACE_MS = 300;
 
-function percentile(xs: number[], p: number): number {
+export function percentile(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 }
@@ -102,10 +102,10 @@ async function pacedLoop(
   );
 }
 
-const TOOLS = ['propose_action', 'execute_action', 'check_action'] as const;
+export const TOOLS = ['propose_action', 'execute_action', 'check_action'] as const;
 
 /** A tool's arguments for the bench's operation number `i` (its payment intent pi_ag_i). */
-function toolArgs(tool: string, i: number): Record<string, unknown> {
+export function toolArgs(tool: string, i: number): Record<string, unknown> {
   const id = `refund:ag_${i}`;
   return tool === 'propose_action'
     ? {
@@ -117,7 +117,11 @@ function toolArgs(tool: string, i: number): Record<string, unknown> {
     : { operation_id: id };
 }
 
-async function call(client: Client, name: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
+export async function call(
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
   const r = await client.callTool({ name, arguments: args });
   if (r.isError) throw new Error(`${name} failed: ${JSON.stringify(r.content).slice(0, 500)}`);
   return (r.structuredContent ?? {}) as Record<string, unknown>;

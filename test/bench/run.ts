@@ -16,6 +16,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { startPostgres } from '../support/postgres.js';
 import { agentsBench } from './agents.js';
+import { agentsEmbeddedBench } from './agents-embedded.js';
 import { auditDuplicates } from './audit-duplicates.js';
 import { backlogBench } from './backlog.js';
 import { claims } from './claims.js';
@@ -42,6 +43,7 @@ const ALL: Benchmark[] = [
   statsBench,
   webhooksBench,
   agentsBench,
+  agentsEmbeddedBench,
   backlogBench,
 ];
 
@@ -66,6 +68,7 @@ const PLAN: (Benchmark | { beside: Benchmark; during: Benchmark[] })[] = [
   statsBench,
   webhooksBench,
   agentsBench,
+  agentsEmbeddedBench,
 ];
 
 function parseArgs(argv: string[]): { quick: boolean; only: string[] | null } {
