@@ -9,14 +9,13 @@
  * warm-up the rows do not count.
  */
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { startStripeSandbox } from '../../src/sandbox/stripe/server.js';
 import { cleanEnv } from '../support/cli.js';
-import { AMOUNT, LATENCY_MS, TOOLS, call, percentile, toolArgs } from './agents.js';
+import { AMOUNT, LATENCY_MS, TOOLS, bareStripe, call, percentile, toolArgs } from './agents.js';
 import { ROOT, mkdir, round, writeStripeConfig, type BenchContext, type Benchmark, type BenchRow } from './lib.js';
 
 export const agentsEmbeddedBench: Benchmark = {
@@ -58,22 +57,7 @@ export const agentsEmbeddedBench: Benchmark = {
         await client.close();
       }
       // The floor: the same calls, bare, one at a time, on payment intents of their own.
-      const Stripe = createRequire(`${ROOT}/package.json`)('stripe') as new (
-        key: string,
-        o: Record<string, unknown>,
-      ) => {
-        refunds: {
-          create(p: Record<string, unknown>, o?: Record<string, unknown>): Promise<unknown>;
-          list(p: Record<string, unknown>): Promise<unknown>;
-        };
-      };
-      const api = new URL(sandbox.url);
-      const stripe = new Stripe(sandbox.apiKey, {
-        host: api.hostname,
-        port: Number(api.port),
-        protocol: api.protocol.replace(':', ''),
-        maxNetworkRetries: 0,
-      });
+      const stripe = bareStripe(sandbox);
       const bare: Record<string, number[]> = { create: [], list: [] };
       for (let k = 0; k < warm + rounds; k++) {
         const i = warm + rounds + k;

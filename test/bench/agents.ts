@@ -127,6 +127,26 @@ export async function call(
   return (r.structuredContent ?? {}) as Record<string, unknown>;
 }
 
+/** A bare stripe-node client of the sandbox (no retries): the floor the tools' rows are measured against. */
+export function bareStripe(sandbox: { url: string; apiKey: string }): {
+  refunds: {
+    create(p: Record<string, unknown>, o?: Record<string, unknown>): Promise<unknown>;
+    list(p: Record<string, unknown>): Promise<unknown>;
+  };
+} {
+  const Stripe = createRequire(`${ROOT}/package.json`)('stripe') as new (
+    key: string,
+    o: Record<string, unknown>,
+  ) => ReturnType<typeof bareStripe>;
+  const api = new URL(sandbox.url);
+  return new Stripe(sandbox.apiKey, {
+    host: api.hostname,
+    port: Number(api.port),
+    protocol: api.protocol.replace(':', ''),
+    maxNetworkRetries: 0,
+  });
+}
+
 export const agentsBench: Benchmark = {
   name: 'agents',
   async run(ctx: BenchContext): Promise<BenchRow[]> {
@@ -307,22 +327,7 @@ export const agentsBench: Benchmark = {
         await end(s);
       }
       // The floor: the bare stripe-node calls recon makes, from here, at the same concurrency.
-      const Stripe = createRequire(`${ROOT}/package.json`)('stripe') as new (
-        key: string,
-        o: Record<string, unknown>,
-      ) => {
-        refunds: {
-          create(p: Record<string, unknown>, o?: Record<string, unknown>): Promise<unknown>;
-          list(p: Record<string, unknown>): Promise<unknown>;
-        };
-      };
-      const api = new URL(sandbox.url);
-      const stripe = new Stripe(sandbox.apiKey, {
-        host: api.hostname,
-        port: Number(api.port),
-        protocol: api.protocol.replace(':', ''),
-        maxNetworkRetries: 0,
-      });
+      const stripe = bareStripe(sandbox);
       const bareCreate: number[] = [];
       const bareList: number[] = [];
       const bareOps = Math.min(ops, CLIENTS * 20);

@@ -10,6 +10,9 @@ import { keepPlan, type Queryable } from '../../store/db.js';
 import type { State } from '../../types.js';
 import { sha256Hex } from '../../lib/canonical.js';
 
+/** A proposal's lock on its target, taken with every proposal that has one: a constant text, its plan kept. */
+const TARGET_LOCK = keepPlan('SELECT pg_advisory_xact_lock($1::bigint)');
+
 /** What an operation acts on, as far as recon can tell before asking the provider. */
 interface Target {
   provider: string;
@@ -95,9 +98,7 @@ export async function holderOf(
   if (!t) return null;
   if (o.lock) {
     const key = sha256Hex(JSON.stringify([t.provider, t.action, t.payment_intent, t.charge, t.client_reference]));
-    await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [
-      BigInt.asIntN(64, BigInt(`0x${key.slice(0, 16)}`)).toString(),
-    ]);
+    await tx.query(TARGET_LOCK, [BigInt.asIntN(64, BigInt(`0x${key.slice(0, 16)}`)).toString()]);
   }
   const { sql, params } = holderSql(op.id, t);
   const r = await tx.query<Holder>(sql, params);
