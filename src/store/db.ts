@@ -2,6 +2,7 @@
  * The store's connection, the same for PostgreSQL and PGlite (SPEC §5: one SQL dialect for both).
  * Everything above this layer writes plain SQL with `$n` parameters against `Queryable`.
  */
+import { createHash } from 'node:crypto';
 
 export interface QueryResult<T> {
   rows: T[];
@@ -32,6 +33,11 @@ const kept = new Set<string>();
 export function keepPlan(sql: string): string {
   kept.add(sql);
   return sql;
+}
+
+/** A kept statement's name in a session: the hash of its text, so one name is always one statement. */
+export function statementName(sql: string): string {
+  return `recon_${createHash('sha256').update(sql).digest('hex').slice(0, 32)}`;
 }
 
 /** Whether keepPlan registered `sql`. */

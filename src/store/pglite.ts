@@ -6,8 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { PGlite, Results, Transaction } from '@electric-sql/pglite';
-import { createHash } from 'node:crypto';
-import { planKept, type Db, type Queryable, type QueryResult } from './db.js';
+import { planKept, statementName, type Db, type Queryable, type QueryResult } from './db.js';
 import { ReconError, StoreLockedError, UsageError } from '../errors.js';
 import { acquireLock, type StoreLock } from './lock.js';
 import { DISK_FULL, pgCode, refusesNamedStatement } from './pgcodes.js';
@@ -313,16 +312,12 @@ function wrap(pg: PGlite, displayUrl: string, lock?: StoreLock, absDir?: string)
     kind: 'pglite',
     displayUrl,
     query: <T>(sql: string, params?: unknown[]) =>
-      (named.runs(sql, params) ? named.query<T>(sql, params!, null) : run<T>(pg, sql, params)).catch((err: unknown) => {
+      named.query<T>(sql, params, null).catch((err: unknown) => {
         throw storeError(err);
       }),
     transaction: <T>(fn: (tx: Queryable) => Promise<T>) =>
       pg
-        .transaction((tx) =>
-          fn({
-            query: (sql, params) => (named.runs(sql, params) ? named.query(sql, params!, tx) : run(tx, sql, params)),
-          }),
-        )
+        .transaction((tx) => fn({ query: (sql, params) => named.query(sql, params, tx) }))
         .catch((err: unknown) => {
           throw storeError(pgliteError(err, displayUrl));
         }),
@@ -428,7 +423,7 @@ function namedStatements(pg: PGlite) {
     try {
       let statement = names.get(sql);
       if (!statement) {
-        const name = `recon_${createHash('sha256').update(sql).digest('hex').slice(0, 32)}`;
+        const name = statementName(sql);
         await exec(serialize.parse({ name, text: sql }));
         const types = parse.parseDescribeStatementResults(await exec(serialize.describe({ type: 'S', name })));
         statement = { name, types };
@@ -453,15 +448,13 @@ function namedStatements(pg: PGlite) {
     }
     return parse.parseResults(messages, pg.parsers)[0] as Results<T>;
   };
+  /** Whether `sql` goes named: a keepPlan statement with parameters, while no name has been refused. */
+  const goesNamed = (sql: string, params: unknown[] | undefined): params is unknown[] =>
+    !off && params !== undefined && params.length > 0 && planKept(sql) && (names.has(sql) || names.size < MAX_NAMED);
   return {
-    /** Whether `sql` goes named: a keepPlan statement with parameters, while no name has been refused. */
-    runs(sql: string, params?: unknown[]): boolean {
-      return (
-        !off && params !== undefined && params.length > 0 && planKept(sql) && (names.has(sql) || names.size < MAX_NAMED)
-      );
-    },
-    /** Runs `sql` named: in `tx` when given, else on its own (after any transaction in progress). */
-    async query<T>(sql: string, params: unknown[], tx: Transaction | null): Promise<QueryResult<T>> {
+    /** Runs `sql`, named when it goes named: in `tx` when given, else on its own (after any transaction in progress). */
+    async query<T>(sql: string, params: unknown[] | undefined, tx: Transaction | null): Promise<QueryResult<T>> {
+      if (!goesNamed(sql, params)) return run<T>(tx ?? pg, sql, params);
       try {
         if (tx) return normalise<T>(await pg.runExclusive(() => send<T>(sql, params)));
         const res = await pg._runExclusiveTransaction(() =>

@@ -2,10 +2,9 @@
  * The PostgreSQL backend: a `pg` pool. `pg` is imported lazily so that commands which never
  * open a store (`--version`, `--help`) do not load it.
  */
-import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryConfig, QueryResult as PgResult } from 'pg';
 import { StoreLockedError } from '../errors.js';
-import { planKept, type Db, type Queryable, type QueryResult } from './db.js';
+import { planKept, statementName, type Db, type Queryable, type QueryResult } from './db.js';
 import { requireBundled } from '../lib/bundled.js';
 import { REDACTED, redact, registerSecret } from '../config/redact.js';
 import * as codes from './pgcodes.js';
@@ -302,7 +301,7 @@ function namedStatements(sharesSessions: () => Promise<boolean>, enabled: boolea
       let name = names.get(sql);
       if (name === undefined) {
         if (names.size >= MAX_NAMED) return { text: sql, values: params };
-        name = `recon_${createHash('sha256').update(sql).digest('hex').slice(0, 32)}`;
+        name = statementName(sql);
         names.set(sql, name);
       }
       return { name, text: sql, values: params };
